@@ -1,0 +1,275 @@
+//! LOCK.* commands: the lock core plus blocking waiters, the handoff timer and replication of
+//! effects (absolute expiry and fence, never the clock-dependent command).
+
+use super::{field_array, int, now_ms, readable_value, split_key, writable_value};
+use crate::args;
+use crate::blocking::{self, Gone, WaiterId};
+use crate::core::lock::{AcquireOutcome, Lock, LockEvent, Waiter};
+use crate::persist::{LOCK_TYPE, encoding, set_lock};
+use crate::stats;
+use redis_module::{
+    Context, ContextFlags, NotifyEvent, RedisError, RedisResult, RedisString, RedisValue, raw,
+};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// What a lock key holds: the core state plus whether a handoff timer is already armed.
+pub struct LockEntry {
+    pub lock: Lock,
+    timer_armed: bool,
+}
+
+impl LockEntry {
+    pub fn new(lock: Lock) -> LockEntry {
+        LockEntry {
+            lock,
+            timer_armed: false,
+        }
+    }
+
+    /// The persistent part only (COPY): waiters stay with the key they wait on.
+    pub fn copy_state(&self) -> LockEntry {
+        let lock = Lock::restore(self.lock.last_fence(), self.lock.stored_holder().cloned())
+            .expect("a live lock is always restorable");
+        LockEntry::new(lock)
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<LockEntry>()
+            + self.lock.stored_holder().map_or(0, |h| h.token.capacity())
+            + self.lock.waiter_count() * (std::mem::size_of::<Waiter>() + 32)
+    }
+}
+
+/// Where a waiter's lock lives, to find it again on timeout or disconnect.
+struct Home {
+    db: i32,
+    key: Vec<u8>,
+}
+
+static HOMES: Mutex<Option<HashMap<WaiterId, Home>>> = Mutex::new(None);
+
+fn with_homes<R>(f: impl FnOnce(&mut HashMap<WaiterId, Home>) -> R) -> R {
+    let mut guard = HOMES.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    f(guard.get_or_insert_with(HashMap::new))
+}
+
+fn selected_db(ctx: &Context) -> i32 {
+    unsafe { raw::RedisModule_GetSelectedDb.expect("GetSelectedDb")(ctx.ctx) }
+}
+
+/// Runs `f` with `db` selected, restoring the context's database afterwards.
+fn in_db<R>(ctx: &Context, db: i32, f: impl FnOnce() -> R) -> R {
+    let select = |id: i32| unsafe { raw::RedisModule_SelectDb.expect("SelectDb")(ctx.ctx, id) };
+    let previous = selected_db(ctx);
+    if previous != db {
+        select(db);
+    }
+    let out = f();
+    if previous != db {
+        select(previous);
+    }
+    out
+}
+
+/// Wakes granted waiters, counts, re-arms the handoff timer, and replicates the new state if
+/// it changed, as `LOCK._RESTORE` with absolute times so replicas need no clock.
+fn finish(ctx: &Context, key_name: &RedisString, entry: &mut LockEntry, before: &[u8]) {
+    for event in entry.lock.drain_events() {
+        match event {
+            LockEvent::Expired => stats::LOCK_EXPIRED.incr(),
+            LockEvent::Granted { waiter_id, fence } => {
+                stats::LOCK_ACQUIRED.incr();
+                stats::LOCK_WAITING.down();
+                with_homes(|homes| homes.remove(&waiter_id));
+                blocking::wake(waiter_id, Some(fence as i64));
+            }
+        }
+    }
+    if let Some(due_at) = entry.lock.handoff_due_at()
+        && !entry.timer_armed
+    {
+        entry.timer_armed = true;
+        let home = Home {
+            db: selected_db(ctx),
+            key: key_name.as_slice().to_vec(),
+        };
+        let delay = Duration::from_millis(due_at.saturating_sub(now_ms()));
+        ctx.create_timer(delay, on_handoff_timer, home);
+    }
+    let after = encoding::encode_lock(&entry.lock);
+    if after != before {
+        let version = encoding::LOCK_VERSION.to_string();
+        ctx.replicate(
+            "LOCK._RESTORE",
+            &[key_name.as_slice(), version.as_bytes(), after.as_slice()],
+        );
+        ctx.notify_keyspace_event(NotifyEvent::MODULE, "lock.change", key_name);
+    }
+}
+
+/// Runs `op` on the lock stored at `key` (in the context's db), then [`finish`]es.
+fn with_lock<R>(
+    ctx: &Context,
+    key_name: &RedisString,
+    create: bool,
+    op: impl FnOnce(&Context, &mut LockEntry) -> R,
+) -> Result<Option<R>, RedisError> {
+    let key = ctx.open_key_writable(key_name);
+    if writable_value::<LockEntry>(&key, &LOCK_TYPE)?.is_none() {
+        if !create {
+            return Ok(None);
+        }
+        set_lock(&key, LockEntry::new(Lock::default()))?;
+    }
+    let entry = writable_value::<LockEntry>(&key, &LOCK_TYPE)?.expect("lock just stored");
+    let before = encoding::encode_lock(&entry.lock);
+    let out = op(ctx, entry);
+    finish(ctx, key_name, entry, &before);
+    Ok(Some(out))
+}
+
+fn on_handoff_timer(ctx: &Context, home: Home) {
+    // A replica never expires or hands off on its own: its master's LOCK._RESTORE does.
+    if !ctx.get_flags().contains(ContextFlags::MASTER) {
+        return;
+    }
+    in_db(ctx, home.db, || {
+        let key_name = ctx.create_string(home.key);
+        let _ = with_lock(ctx, &key_name, false, |_, entry| {
+            entry.timer_armed = false;
+            entry.lock.settle(now_ms());
+        });
+    });
+}
+
+fn on_waiter_gone(ctx: &Context, id: WaiterId, why: Gone) {
+    let Some(home) = with_homes(|homes| homes.remove(&id)) else {
+        return;
+    };
+    stats::LOCK_WAITING.down();
+    if why == Gone::TimedOut {
+        stats::LOCK_TIMED_OUT.incr();
+    }
+    in_db(ctx, home.db, || {
+        let key_name = ctx.create_string(home.key);
+        let _ = with_lock(ctx, &key_name, false, |_, entry| {
+            entry.lock.remove_waiter(id)
+        });
+    });
+}
+
+/// Answers every waiter of a lock that is leaving the keyspace with nil.
+pub fn abandon_waiters(entry: &mut LockEntry) {
+    for waiter in entry.lock.take_waiters() {
+        if with_homes(|homes| homes.remove(&waiter.id)).is_some() {
+            stats::LOCK_WAITING.down();
+            blocking::wake(waiter.id, None);
+        }
+    }
+}
+
+/// LOCK.ACQUIRE key token ttl_ms [WAIT timeout_ms]
+pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    let (key_name, rest) = split_key(args)?;
+    let parsed = args::acquire(&rest)?;
+    // MULTI, Lua and replicated streams cannot block: WAIT then acts as no WAIT.
+    let may_block = !ctx.get_flags().contains(ContextFlags::DENY_BLOCKING);
+    let reply = with_lock(ctx, key_name, true, |ctx, entry| {
+        match entry.lock.acquire(parsed.token, parsed.ttl_ms, now_ms()) {
+            AcquireOutcome::Acquired { fence } => {
+                stats::LOCK_ACQUIRED.incr();
+                int(fence)
+            }
+            AcquireOutcome::Renewed { fence } => int(fence),
+            AcquireOutcome::Busy => {
+                stats::LOCK_CONTENDED.incr();
+                match parsed.wait_ms {
+                    Some(wait_ms) if may_block => {
+                        let id = blocking::block(ctx, wait_ms, on_waiter_gone);
+                        let home = Home {
+                            db: selected_db(ctx),
+                            key: key_name.as_slice().to_vec(),
+                        };
+                        with_homes(|homes| homes.insert(id, home));
+                        entry.lock.enqueue(Waiter {
+                            id,
+                            token: parsed.token.to_vec(),
+                            ttl_ms: parsed.ttl_ms,
+                        });
+                        stats::LOCK_WAITED.incr();
+                        stats::LOCK_WAITING.up();
+                        RedisValue::NoReply
+                    }
+                    _ => RedisValue::Null,
+                }
+            }
+        }
+    })?;
+    Ok(reply.expect("acquire creates the lock"))
+}
+
+/// LOCK.RELEASE key token
+pub fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    let (key_name, rest) = split_key(args)?;
+    let token = args::token_only(&rest)?;
+    let released = with_lock(ctx, key_name, false, |_, entry| {
+        entry.lock.release(token, now_ms())
+    })?;
+    Ok(int(u64::from(released.unwrap_or(false))))
+}
+
+/// LOCK.EXTEND key token ttl_ms
+pub fn extend(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    let (key_name, rest) = split_key(args)?;
+    let (token, ttl_ms) = args::extend(&rest)?;
+    let extended = with_lock(ctx, key_name, false, |_, entry| {
+        entry.lock.extend(token, ttl_ms, now_ms())
+    })?;
+    Ok(int(u64::from(extended.unwrap_or(false))))
+}
+
+/// LOCK.INFO key: read-only, so a replica shows its master's state as of now.
+pub fn info(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    let (key_name, rest) = split_key(args)?;
+    args::key_only(&rest)?;
+    let key = ctx.open_key(key_name);
+    let now = now_ms();
+    let entry = readable_value::<LockEntry>(&key, &LOCK_TYPE)?;
+    let lock = entry.map(|e| &e.lock);
+    let holder = lock.and_then(|l| l.holder(now));
+    Ok(field_array(vec![
+        (
+            "owner",
+            holder.map_or(RedisValue::Null, |h| {
+                RedisValue::StringBuffer(h.token.clone())
+            }),
+        ),
+        (
+            "ttl",
+            holder.map_or(RedisValue::Integer(-1), |h| int(h.expires_at_ms - now)),
+        ),
+        ("fence", int(lock.map_or(0, Lock::last_fence))),
+        ("waiters", int(lock.map_or(0, |l| l.waiter_count() as u64))),
+    ]))
+}
+
+/// LOCK._RESTORE key version payload: the replicated and AOF form of every lock change.
+pub fn restore(ctx: &Context, args: &[RedisString]) -> RedisResult {
+    let (key_name, rest) = split_key(args)?;
+    let (version, payload) = args::restore(&rest)?;
+    let lock = encoding::decode_lock(payload, version)
+        .map_err(|e| RedisError::String(format!("ERR bad lock payload: {}", e.0)))?;
+    let key = ctx.open_key_writable(key_name);
+    if let Some(old) = writable_value::<LockEntry>(&key, &LOCK_TYPE)? {
+        abandon_waiters(old);
+    }
+    set_lock(&key, LockEntry::new(lock))?;
+    ctx.replicate_verbatim();
+    Ok(RedisValue::SimpleStringStatic("OK"))
+}
+
+pub fn blocked_clients() -> usize {
+    blocking::blocked_count()
+}

@@ -1,0 +1,417 @@
+//! The lock state machine: token-compared ownership, fencing tokens, FIFO waiters.
+//! No Redis types and no clock: every call gets `now_ms` (unix milliseconds).
+//!
+//! Handoffs and expiries are recorded as [`LockEvent`]s that the caller drains with
+//! [`Lock::drain_events`], so the command layer can wake clients and count without the core
+//! knowing about either.
+
+use std::collections::VecDeque;
+
+/// Fencing tokens are replied as Redis integers.
+pub const MAX_FENCE: u64 = i64::MAX as u64;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Holder {
+    pub token: Vec<u8>,
+    pub fence: u64,
+    pub expires_at_ms: u64,
+}
+
+/// A client blocked in `LOCK.ACQUIRE ... WAIT`; `id` is chosen by the caller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Waiter {
+    pub id: u64,
+    pub token: Vec<u8>,
+    pub ttl_ms: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AcquireOutcome {
+    /// The lock was free; a new fencing token was issued.
+    Acquired { fence: u64 },
+    /// The caller already held it; its TTL was reset and the fence is unchanged.
+    Renewed { fence: u64 },
+    /// Another token holds it.
+    Busy,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LockEvent {
+    /// A holder's TTL ran out.
+    Expired,
+    /// The waiter with this id now holds the lock under `fence`.
+    Granted { waiter_id: u64, fence: u64 },
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Lock {
+    last_fence: u64,
+    holder: Option<Holder>,
+    /// Runtime only: never persisted or replicated (the clients live on this server only).
+    waiters: VecDeque<Waiter>,
+    events: Vec<LockEvent>,
+}
+
+impl Lock {
+    /// Rebuilds a lock from persisted state; `None` if the holder's fence is not the last one.
+    pub fn restore(last_fence: u64, holder: Option<Holder>) -> Option<Lock> {
+        if last_fence > MAX_FENCE {
+            return None;
+        }
+        if let Some(h) = &holder
+            && (h.fence != last_fence || h.token.is_empty() || h.fence == 0)
+        {
+            return None;
+        }
+        Some(Lock {
+            last_fence,
+            holder,
+            ..Lock::default()
+        })
+    }
+
+    pub fn last_fence(&self) -> u64 {
+        self.last_fence
+    }
+
+    /// The holder as stored, even if its TTL has run out (persistence keeps it as it is).
+    pub fn stored_holder(&self) -> Option<&Holder> {
+        self.holder.as_ref()
+    }
+
+    /// The holder whose TTL has not run out at `now_ms`.
+    pub fn holder(&self, now_ms: u64) -> Option<&Holder> {
+        self.holder.as_ref().filter(|h| now_ms < h.expires_at_ms)
+    }
+
+    /// Milliseconds left for the live holder.
+    pub fn ttl_ms(&self, now_ms: u64) -> Option<u64> {
+        self.holder(now_ms).map(|h| h.expires_at_ms - now_ms)
+    }
+
+    pub fn waiter_count(&self) -> usize {
+        self.waiters.len()
+    }
+
+    /// When a timer must fire to hand the lock over: only while someone waits.
+    pub fn handoff_due_at(&self) -> Option<u64> {
+        if self.waiters.is_empty() {
+            return None;
+        }
+        self.holder.as_ref().map(|h| h.expires_at_ms)
+    }
+
+    pub fn drain_events(&mut self) -> Vec<LockEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    fn issue(&mut self, token: Vec<u8>, ttl_ms: u64, now_ms: u64) -> u64 {
+        // 2^63 acquisitions of one key cannot happen; saturating keeps the reply an integer.
+        self.last_fence = (self.last_fence + 1).min(MAX_FENCE);
+        self.holder = Some(Holder {
+            token,
+            fence: self.last_fence,
+            expires_at_ms: now_ms.saturating_add(ttl_ms),
+        });
+        self.last_fence
+    }
+
+    /// Drops an expired holder and hands a free lock to the first waiter. Every operation
+    /// starts here, so an expired lock is free even when no timer has run yet.
+    pub fn settle(&mut self, now_ms: u64) {
+        if self.holder.is_some() && self.holder(now_ms).is_none() {
+            self.holder = None;
+            self.events.push(LockEvent::Expired);
+        }
+        if self.holder.is_none()
+            && let Some(waiter) = self.waiters.pop_front()
+        {
+            let fence = self.issue(waiter.token, waiter.ttl_ms, now_ms);
+            self.events.push(LockEvent::Granted {
+                waiter_id: waiter.id,
+                fence,
+            });
+        }
+    }
+
+    pub fn acquire(&mut self, token: &[u8], ttl_ms: u64, now_ms: u64) -> AcquireOutcome {
+        self.settle(now_ms);
+        match &mut self.holder {
+            None => AcquireOutcome::Acquired {
+                fence: self.issue(token.to_vec(), ttl_ms, now_ms),
+            },
+            Some(h) if h.token == token => {
+                h.expires_at_ms = now_ms.saturating_add(ttl_ms);
+                AcquireOutcome::Renewed { fence: h.fence }
+            }
+            Some(_) => AcquireOutcome::Busy,
+        }
+    }
+
+    /// Queues a waiter behind the current holder (call after `acquire` said `Busy`).
+    pub fn enqueue(&mut self, waiter: Waiter) {
+        self.waiters.push_back(waiter);
+    }
+
+    /// Takes a waiter out of the queue (timeout or disconnect); false if it is not queued.
+    pub fn remove_waiter(&mut self, waiter_id: u64) -> bool {
+        let before = self.waiters.len();
+        self.waiters.retain(|w| w.id != waiter_id);
+        self.waiters.len() != before
+    }
+
+    /// Empties the queue, e.g. when the key is deleted, and returns who was waiting.
+    pub fn take_waiters(&mut self) -> Vec<Waiter> {
+        self.waiters.drain(..).collect()
+    }
+
+    fn held_by(&self, token: &[u8], now_ms: u64) -> bool {
+        self.holder(now_ms).is_some_and(|h| h.token == token)
+    }
+
+    /// True if `token` held the lock; the next waiter (if any) then gets it.
+    pub fn release(&mut self, token: &[u8], now_ms: u64) -> bool {
+        self.settle(now_ms);
+        if !self.held_by(token, now_ms) {
+            return false;
+        }
+        self.holder = None;
+        self.settle(now_ms);
+        true
+    }
+
+    /// True if `token` holds the lock; it then expires at `now_ms + ttl_ms`.
+    pub fn extend(&mut self, token: &[u8], ttl_ms: u64, now_ms: u64) -> bool {
+        self.settle(now_ms);
+        match &mut self.holder {
+            Some(h) if h.token == token => {
+                h.expires_at_ms = now_ms.saturating_add(ttl_ms);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiter(id: u64, token: &[u8], ttl_ms: u64) -> Waiter {
+        Waiter {
+            id,
+            token: token.to_vec(),
+            ttl_ms,
+        }
+    }
+
+    #[test]
+    fn acquire_free_issues_increasing_fences() {
+        let mut lock = Lock::default();
+        assert_eq!(
+            lock.acquire(b"a", 100, 1_000),
+            AcquireOutcome::Acquired { fence: 1 }
+        );
+        assert_eq!(lock.ttl_ms(1_040), Some(60));
+        assert!(lock.release(b"a", 1_050));
+        assert_eq!(lock.ttl_ms(1_050), None);
+        assert_eq!(
+            lock.acquire(b"b", 100, 1_060),
+            AcquireOutcome::Acquired { fence: 2 }
+        );
+        assert_eq!(lock.last_fence(), 2);
+        assert!(lock.drain_events().is_empty());
+    }
+
+    #[test]
+    fn same_token_renews_without_new_fence() {
+        let mut lock = Lock::default();
+        lock.acquire(b"a", 100, 0);
+        assert_eq!(
+            lock.acquire(b"a", 500, 90),
+            AcquireOutcome::Renewed { fence: 1 }
+        );
+        assert_eq!(lock.ttl_ms(90), Some(500));
+        assert_eq!(lock.last_fence(), 1);
+    }
+
+    #[test]
+    fn other_token_is_busy_until_expiry() {
+        let mut lock = Lock::default();
+        lock.acquire(b"a", 100, 0);
+        assert_eq!(lock.acquire(b"b", 100, 99), AcquireOutcome::Busy);
+        // Expiry is exclusive: at exactly expires_at the lock is free.
+        assert_eq!(
+            lock.acquire(b"b", 100, 100),
+            AcquireOutcome::Acquired { fence: 2 }
+        );
+        assert_eq!(lock.drain_events(), vec![LockEvent::Expired]);
+    }
+
+    #[test]
+    fn expired_holder_cannot_release_or_extend() {
+        let mut lock = Lock::default();
+        lock.acquire(b"a", 100, 0);
+        assert!(!lock.extend(b"a", 100, 100));
+        assert!(!lock.release(b"a", 150));
+        lock.acquire(b"b", 100, 150);
+        // The stalled first holder comes back late: nothing it does touches b's lock.
+        assert!(!lock.release(b"a", 160));
+        assert!(!lock.extend(b"a", 100, 160));
+        assert_eq!(lock.holder(160).unwrap().token, b"b");
+        assert_eq!(lock.holder(160).unwrap().fence, 2);
+    }
+
+    #[test]
+    fn release_and_extend_need_the_owner() {
+        let mut lock = Lock::default();
+        assert!(!lock.release(b"a", 0));
+        assert!(!lock.extend(b"a", 10, 0));
+        lock.acquire(b"a", 100, 0);
+        assert!(!lock.release(b"b", 10));
+        assert!(!lock.extend(b"b", 10, 10));
+        assert!(lock.extend(b"a", 1_000, 50));
+        assert_eq!(lock.ttl_ms(50), Some(1_000));
+        assert!(lock.release(b"a", 60));
+        assert!(lock.holder(60).is_none());
+    }
+
+    #[test]
+    fn release_hands_over_in_fifo_order() {
+        let mut lock = Lock::default();
+        lock.acquire(b"a", 100, 0);
+        lock.enqueue(waiter(7, b"w1", 50));
+        lock.enqueue(waiter(8, b"w2", 60));
+        lock.enqueue(waiter(9, b"w3", 70));
+        assert_eq!(lock.waiter_count(), 3);
+        assert_eq!(lock.handoff_due_at(), Some(100));
+
+        assert!(lock.release(b"a", 10));
+        assert_eq!(
+            lock.drain_events(),
+            vec![LockEvent::Granted {
+                waiter_id: 7,
+                fence: 2
+            }]
+        );
+        let holder = lock.holder(10).unwrap();
+        assert_eq!((holder.token.as_slice(), holder.expires_at_ms), (&b"w1"[..], 60));
+
+        assert!(lock.release(b"w1", 20));
+        assert!(lock.release(b"w2", 30));
+        assert_eq!(
+            lock.drain_events(),
+            vec![
+                LockEvent::Granted {
+                    waiter_id: 8,
+                    fence: 3
+                },
+                LockEvent::Granted {
+                    waiter_id: 9,
+                    fence: 4
+                },
+            ]
+        );
+        assert_eq!(lock.waiter_count(), 0);
+        assert_eq!(lock.handoff_due_at(), None);
+    }
+
+    #[test]
+    fn expiry_hands_over_on_settle() {
+        let mut lock = Lock::default();
+        lock.acquire(b"a", 100, 0);
+        lock.enqueue(waiter(1, b"w", 30));
+        lock.settle(99);
+        assert!(lock.drain_events().is_empty());
+        lock.settle(100);
+        assert_eq!(
+            lock.drain_events(),
+            vec![
+                LockEvent::Expired,
+                LockEvent::Granted {
+                    waiter_id: 1,
+                    fence: 2
+                }
+            ]
+        );
+        assert_eq!(lock.ttl_ms(100), Some(30));
+    }
+
+    #[test]
+    fn newcomer_does_not_jump_the_queue_after_expiry() {
+        let mut lock = Lock::default();
+        lock.acquire(b"a", 100, 0);
+        lock.enqueue(waiter(1, b"w", 30));
+        assert_eq!(lock.acquire(b"n", 10, 150), AcquireOutcome::Busy);
+        assert_eq!(lock.holder(150).unwrap().token, b"w");
+    }
+
+    #[test]
+    fn removed_waiters_are_never_granted() {
+        let mut lock = Lock::default();
+        lock.acquire(b"a", 100, 0);
+        lock.enqueue(waiter(1, b"w1", 30));
+        lock.enqueue(waiter(2, b"w2", 30));
+        assert!(lock.remove_waiter(1));
+        assert!(!lock.remove_waiter(1));
+        assert!(lock.release(b"a", 5));
+        assert_eq!(
+            lock.drain_events(),
+            vec![LockEvent::Granted {
+                waiter_id: 2,
+                fence: 2
+            }]
+        );
+        lock.enqueue(waiter(3, b"w3", 30));
+        assert_eq!(lock.take_waiters(), vec![waiter(3, b"w3", 30)]);
+        assert_eq!(lock.waiter_count(), 0);
+    }
+
+    #[test]
+    fn restore_validates_and_keeps_expired_holder_stored() {
+        assert!(Lock::restore(MAX_FENCE + 1, None).is_none());
+        let holder = Holder {
+            token: b"a".to_vec(),
+            fence: 5,
+            expires_at_ms: 100,
+        };
+        assert!(Lock::restore(6, Some(holder.clone())).is_none());
+        assert!(
+            Lock::restore(
+                5,
+                Some(Holder {
+                    token: Vec::new(),
+                    ..holder.clone()
+                })
+            )
+            .is_none()
+        );
+        assert!(
+            Lock::restore(
+                0,
+                Some(Holder {
+                    fence: 0,
+                    ..holder.clone()
+                })
+            )
+            .is_none()
+        );
+        let mut lock = Lock::restore(5, Some(holder.clone())).unwrap();
+        assert_eq!(lock.stored_holder(), Some(&holder));
+        assert!(lock.holder(100).is_none());
+        assert_eq!(
+            lock.acquire(b"b", 10, 200),
+            AcquireOutcome::Acquired { fence: 6 }
+        );
+    }
+
+    #[test]
+    fn fence_saturates_and_ttl_saturates() {
+        let mut lock = Lock::restore(MAX_FENCE, None).unwrap();
+        assert_eq!(
+            lock.acquire(b"a", u64::MAX, 10),
+            AcquireOutcome::Acquired { fence: MAX_FENCE }
+        );
+        assert_eq!(lock.holder(u64::MAX - 1).unwrap().expires_at_ms, u64::MAX);
+    }
+}

@@ -1,0 +1,5 @@
+//! Pure state machines: no Redis types, no clock, no I/O. Unit-tested on their own.
+
+pub mod buyers;
+pub mod lock;
+pub mod sale;

@@ -1,0 +1,249 @@
+//! The module data types and their persistence callbacks: RDB save/load, AOF rewrite,
+//! MEMORY USAGE, DEBUG DIGEST, COPY, and the lock's unlink hook.
+
+pub mod encoding;
+
+use crate::commands::lock::{LockEntry, abandon_waiters};
+use crate::core::sale::Sale;
+use crate::stats;
+use encoding::{LOCK_VERSION, SALE_VERSION};
+use redis_module::key::RedisKeyWritable;
+use redis_module::native_types::RedisType;
+use redis_module::{RedisError, raw};
+use std::ffi::CString;
+use std::os::raw::{c_int, c_void};
+
+const fn methods(
+    rdb_load: unsafe extern "C" fn(*mut raw::RedisModuleIO, c_int) -> *mut c_void,
+    rdb_save: unsafe extern "C" fn(*mut raw::RedisModuleIO, *mut c_void),
+    aof_rewrite: unsafe extern "C" fn(*mut raw::RedisModuleIO, *mut raw::RedisModuleString, *mut c_void),
+    free: unsafe extern "C" fn(*mut c_void),
+    mem_usage: unsafe extern "C" fn(*const c_void) -> usize,
+    digest: unsafe extern "C" fn(*mut raw::RedisModuleDigest, *mut c_void),
+    copy: unsafe extern "C" fn(*mut raw::RedisModuleString, *mut raw::RedisModuleString, *const c_void) -> *mut c_void,
+    unlink: Option<unsafe extern "C" fn(*mut raw::RedisModuleString, *const c_void)>,
+) -> raw::RedisModuleTypeMethods {
+    raw::RedisModuleTypeMethods {
+        version: raw::REDISMODULE_TYPE_METHOD_VERSION as u64,
+        rdb_load: Some(rdb_load),
+        rdb_save: Some(rdb_save),
+        aof_rewrite: Some(aof_rewrite),
+        mem_usage: Some(mem_usage),
+        digest: Some(digest),
+        free: Some(free),
+        aux_load: None,
+        aux_save: None,
+        aux_save2: None,
+        aux_save_triggers: 0,
+        free_effort: None,
+        unlink,
+        copy: Some(copy),
+        defrag: None,
+        copy2: None,
+        free_effort2: None,
+        mem_usage2: None,
+        unlink2: None,
+    }
+}
+
+pub static SALE_TYPE: RedisType = RedisType::new(
+    "seckill-S",
+    SALE_VERSION as i32,
+    methods(
+        sale_rdb_load,
+        sale_rdb_save,
+        sale_aof_rewrite,
+        sale_free,
+        sale_mem_usage,
+        sale_digest,
+        sale_copy,
+        None,
+    ),
+);
+
+pub static LOCK_TYPE: RedisType = RedisType::new(
+    "seckill-L",
+    LOCK_VERSION as i32,
+    methods(
+        lock_rdb_load,
+        lock_rdb_save,
+        lock_aof_rewrite,
+        lock_free,
+        lock_mem_usage,
+        lock_digest,
+        lock_copy,
+        Some(lock_unlink),
+    ),
+);
+
+/// Stores a sale at an open key (replacing what is there) and counts it.
+pub fn set_sale(key: &RedisKeyWritable, sale: Sale) -> Result<(), RedisError> {
+    key.set_value(&SALE_TYPE, sale)?;
+    stats::SALES.up();
+    Ok(())
+}
+
+/// Stores a lock at an open key (replacing what is there) and counts it.
+pub fn set_lock(key: &RedisKeyWritable, entry: LockEntry) -> Result<(), RedisError> {
+    key.set_value(&LOCK_TYPE, entry)?;
+    stats::LOCKS.up();
+    Ok(())
+}
+
+fn boxed<T>(value: T, gauge: &stats::Gauge) -> *mut c_void {
+    gauge.up();
+    Box::into_raw(Box::new(value)).cast()
+}
+
+fn log_warning(message: &str) {
+    redis_module::logging::log_warning(message);
+}
+
+/// Reads the one string that holds a value's encoding and decodes it; null tells Redis the
+/// payload is bad (RESTORE then answers with an error instead of crashing).
+unsafe fn load_with<T>(
+    rdb: *mut raw::RedisModuleIO,
+    version: c_int,
+    what: &str,
+    decode: fn(&[u8], u32) -> Result<T, encoding::DecodeError>,
+    gauge: &stats::Gauge,
+) -> *mut c_void {
+    let Ok(buffer) = raw::load_string_buffer(rdb) else {
+        log_warning(&format!("seckill: short read loading a {what}"));
+        return std::ptr::null_mut();
+    };
+    match decode(buffer.as_ref(), version as u32) {
+        Ok(value) => boxed(value, gauge),
+        Err(e) => {
+            log_warning(&format!("seckill: refusing a corrupt {what}: {}", e.0));
+            std::ptr::null_mut()
+        }
+    }
+}
+
+unsafe fn emit_restore(
+    aof: *mut raw::RedisModuleIO,
+    command: &str,
+    key: *mut raw::RedisModuleString,
+    version: u32,
+    payload: &[u8],
+) {
+    let command = CString::new(command).expect("command name");
+    let format = CString::new("slb").expect("format");
+    unsafe {
+        raw::RedisModule_EmitAOF.expect("RedisModule_EmitAOF")(
+            aof,
+            command.as_ptr(),
+            format.as_ptr(),
+            key,
+            i64::from(version),
+            payload.as_ptr(),
+            payload.len(),
+        );
+    }
+}
+
+unsafe fn digest_bytes(md: *mut raw::RedisModuleDigest, bytes: &[u8]) {
+    unsafe {
+        raw::RedisModule_DigestAddStringBuffer.expect("DigestAddStringBuffer")(
+            md,
+            bytes.as_ptr().cast_mut().cast(),
+            bytes.len(),
+        );
+        raw::RedisModule_DigestEndSequence.expect("DigestEndSequence")(md);
+    }
+}
+
+unsafe fn value<'a, T>(ptr: *const c_void) -> &'a T {
+    unsafe { &*ptr.cast::<T>() }
+}
+
+unsafe extern "C" fn sale_rdb_load(rdb: *mut raw::RedisModuleIO, version: c_int) -> *mut c_void {
+    unsafe { load_with(rdb, version, "sale", encoding::decode_sale, &stats::SALES) }
+}
+
+unsafe extern "C" fn sale_rdb_save(rdb: *mut raw::RedisModuleIO, ptr: *mut c_void) {
+    raw::save_slice(rdb, &encoding::encode_sale(unsafe { value::<Sale>(ptr) }));
+}
+
+unsafe extern "C" fn sale_aof_rewrite(
+    aof: *mut raw::RedisModuleIO,
+    key: *mut raw::RedisModuleString,
+    ptr: *mut c_void,
+) {
+    let payload = encoding::encode_sale(unsafe { value::<Sale>(ptr) });
+    unsafe { emit_restore(aof, "SECKILL._RESTORE", key, SALE_VERSION, &payload) };
+}
+
+unsafe extern "C" fn sale_free(ptr: *mut c_void) {
+    drop(unsafe { Box::from_raw(ptr.cast::<Sale>()) });
+    stats::SALES.down();
+}
+
+unsafe extern "C" fn sale_mem_usage(ptr: *const c_void) -> usize {
+    unsafe { value::<Sale>(ptr) }.memory_bytes()
+}
+
+unsafe extern "C" fn sale_digest(md: *mut raw::RedisModuleDigest, ptr: *mut c_void) {
+    unsafe { digest_bytes(md, &encoding::encode_sale(value::<Sale>(ptr))) };
+}
+
+unsafe extern "C" fn sale_copy(
+    _from: *mut raw::RedisModuleString,
+    _to: *mut raw::RedisModuleString,
+    ptr: *const c_void,
+) -> *mut c_void {
+    boxed(unsafe { value::<Sale>(ptr) }.clone(), &stats::SALES)
+}
+
+fn decode_lock_entry(bytes: &[u8], version: u32) -> Result<LockEntry, encoding::DecodeError> {
+    encoding::decode_lock(bytes, version).map(LockEntry::new)
+}
+
+unsafe extern "C" fn lock_rdb_load(rdb: *mut raw::RedisModuleIO, version: c_int) -> *mut c_void {
+    unsafe { load_with(rdb, version, "lock", decode_lock_entry, &stats::LOCKS) }
+}
+
+unsafe extern "C" fn lock_rdb_save(rdb: *mut raw::RedisModuleIO, ptr: *mut c_void) {
+    raw::save_slice(
+        rdb,
+        &encoding::encode_lock(&unsafe { value::<LockEntry>(ptr) }.lock),
+    );
+}
+
+unsafe extern "C" fn lock_aof_rewrite(
+    aof: *mut raw::RedisModuleIO,
+    key: *mut raw::RedisModuleString,
+    ptr: *mut c_void,
+) {
+    let payload = encoding::encode_lock(&unsafe { value::<LockEntry>(ptr) }.lock);
+    unsafe { emit_restore(aof, "LOCK._RESTORE", key, LOCK_VERSION, &payload) };
+}
+
+unsafe extern "C" fn lock_free(ptr: *mut c_void) {
+    drop(unsafe { Box::from_raw(ptr.cast::<LockEntry>()) });
+    stats::LOCKS.down();
+}
+
+unsafe extern "C" fn lock_mem_usage(ptr: *const c_void) -> usize {
+    unsafe { value::<LockEntry>(ptr) }.memory_bytes()
+}
+
+unsafe extern "C" fn lock_digest(md: *mut raw::RedisModuleDigest, ptr: *mut c_void) {
+    unsafe { digest_bytes(md, &encoding::encode_lock(&value::<LockEntry>(ptr).lock)) };
+}
+
+unsafe extern "C" fn lock_copy(
+    _from: *mut raw::RedisModuleString,
+    _to: *mut raw::RedisModuleString,
+    ptr: *const c_void,
+) -> *mut c_void {
+    boxed(unsafe { value::<LockEntry>(ptr) }.copy_state(), &stats::LOCKS)
+}
+
+/// Called on the main thread when a lock key leaves the keyspace (DEL, RENAME, eviction):
+/// its waiters get nil instead of blocking on a key that no longer exists.
+unsafe extern "C" fn lock_unlink(_key: *mut raw::RedisModuleString, ptr: *const c_void) {
+    let entry = unsafe { &mut *ptr.cast::<LockEntry>().cast_mut() };
+    abandon_waiters(entry);
+}

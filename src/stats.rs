@@ -1,0 +1,74 @@
+//! Counters behind `INFO seckill`. Atomics, because a value's `free` may run on a lazy-free
+//! thread; everything else runs on Redis' main thread.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    const fn new() -> Counter {
+        Counter(AtomicU64::new(0))
+    }
+
+    pub fn incr(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// A count of live values that goes up on create and down on free.
+pub struct Gauge(AtomicI64);
+
+impl Gauge {
+    const fn new() -> Gauge {
+        Gauge(AtomicI64::new(0))
+    }
+
+    pub fn up(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn down(&self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> i64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+pub static TRIES: Counter = Counter::new();
+pub static PURCHASES: Counter = Counter::new();
+pub static SOLD_OUT_REJECTIONS: Counter = Counter::new();
+pub static LIMIT_REJECTIONS: Counter = Counter::new();
+pub static SALES: Gauge = Gauge::new();
+
+pub static LOCKS: Gauge = Gauge::new();
+pub static LOCK_ACQUIRED: Counter = Counter::new();
+pub static LOCK_CONTENDED: Counter = Counter::new();
+pub static LOCK_WAITED: Counter = Counter::new();
+pub static LOCK_TIMED_OUT: Counter = Counter::new();
+pub static LOCK_EXPIRED: Counter = Counter::new();
+pub static LOCK_WAITING: Gauge = Gauge::new();
+
+/// (field, value) pairs of the `seckill` INFO section, in display order.
+pub fn fields() -> Vec<(&'static str, i64)> {
+    let c = |counter: &Counter| counter.get() as i64;
+    vec![
+        ("sales", SALES.get()),
+        ("tries", c(&TRIES)),
+        ("purchases", c(&PURCHASES)),
+        ("sold_out_rejections", c(&SOLD_OUT_REJECTIONS)),
+        ("limit_rejections", c(&LIMIT_REJECTIONS)),
+        ("locks", LOCKS.get()),
+        ("lock_acquired", c(&LOCK_ACQUIRED)),
+        ("lock_contended", c(&LOCK_CONTENDED)),
+        ("lock_waited", c(&LOCK_WAITED)),
+        ("lock_timed_out", c(&LOCK_TIMED_OUT)),
+        ("lock_expired", c(&LOCK_EXPIRED)),
+        ("lock_waiting_clients", LOCK_WAITING.get()),
+    ]
+}
