@@ -49,13 +49,18 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
 }
 
 fn info(ctx: &InfoContext, _for_crash_report: bool) {
-    // No section name: Redis then uses the module's, so `INFO seckill` shows it and every
-    // field is prefixed `seckill_`.
-    ctx.add_info_section(None);
-    ctx.add_info_field_long_long("version", i64::from(build_info::MODULE_VERSION));
-    ctx.add_info_field_str("git_revision", build_info::GIT_REVISION);
-    for (name, value) in stats::fields() {
-        ctx.add_info_field_long_long(name, value);
+    // An empty section name makes Redis use the module's own, so `INFO seckill` shows it
+    // and every field is prefixed `seckill_`.
+    let section = ctx
+        .builder()
+        .add_section("")
+        .field("version", i64::from(build_info::MODULE_VERSION))
+        .and_then(|s| s.field("git_revision", build_info::GIT_REVISION));
+    let section = stats::fields()
+        .into_iter()
+        .fold(section, |s, (name, value)| s.and_then(|s| s.field(name, value)));
+    if let Err(e) = section.and_then(|s| s.build_section()).and_then(|b| b.build_info()) {
+        redis_module::logging::log_warning(format!("seckill: INFO section failed: {e}"));
     }
 }
 

@@ -1,0 +1,285 @@
+//! The one harness every integration test uses: starts a real server (`REDIS_SERVER`, default
+//! `redis-server`) with the module on a free loopback port in its own directory, and kills it
+//! when dropped, also when the test panics.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+pub fn server_binary() -> String {
+    std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_string())
+}
+
+pub fn cli_binary() -> String {
+    std::env::var("REDIS_CLI").unwrap_or_else(|_| "redis-cli".to_string())
+}
+
+pub fn module_path() -> PathBuf {
+    let path = std::env::var_os("SECKILL_MODULE").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/libseckill.so"),
+        PathBuf::from,
+    );
+    assert!(
+        path.exists(),
+        "{} is missing: run `make test` (or `cargo build --release`) first",
+        path.display()
+    );
+    path
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind a free port")
+        .port()
+}
+
+fn fresh_dir() -> PathBuf {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "seckill-test-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create server dir");
+    dir
+}
+
+/// Polls `condition` every millisecond until it holds or `timeout` passes.
+pub fn wait_until(timeout: Duration, what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+pub struct Server {
+    child: Option<Child>,
+    pub port: u16,
+    pub dir: PathBuf,
+    extra: Vec<String>,
+}
+
+impl Server {
+    /// A server with persistence off.
+    pub fn start() -> Server {
+        Server::start_with(&[])
+    }
+
+    /// A server with extra `--option value` arguments.
+    pub fn start_with(extra: &[&str]) -> Server {
+        Server::start_in(fresh_dir(), extra)
+    }
+
+    /// A server whose working directory (RDB and AOF files) is `dir`.
+    pub fn start_in(dir: PathBuf, extra: &[&str]) -> Server {
+        let mut server = Server {
+            child: None,
+            port: 0,
+            dir,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        server.launch();
+        server
+    }
+
+    fn launch(&mut self) {
+        for attempt in 0..5 {
+            self.port = free_port();
+            let log = self.dir.join(format!("server-{}.log", self.port));
+            let mut args: Vec<String> = [
+                "--port",
+                &self.port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                self.dir.to_str().expect("utf-8 temp dir"),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--enable-debug-command",
+                "yes",
+                "--logfile",
+                log.to_str().expect("utf-8 log path"),
+                "--loadmodule",
+                module_path().to_str().expect("utf-8 module path"),
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            args.extend(self.extra.iter().cloned());
+            let mut child = Command::new(server_binary())
+                .args(&args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start {}: {e}", server_binary()));
+            let deadline = Instant::now() + Duration::from_secs(20);
+            loop {
+                if let Ok(Some(status)) = child.try_wait() {
+                    let text = std::fs::read_to_string(&log).unwrap_or_default();
+                    if text.contains("Address already in use") && attempt < 4 {
+                        break;
+                    }
+                    panic!("server exited with {status} during start; log:\n{text}");
+                }
+                if self.ping() {
+                    self.child = Some(child);
+                    return;
+                }
+                assert!(Instant::now() < deadline, "server did not answer PING");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        panic!("no free port found for the server");
+    }
+
+    fn ping(&self) -> bool {
+        redis::Client::open(self.url())
+            .and_then(|c| c.get_connection())
+            .and_then(|mut con| redis::cmd("PING").query::<String>(&mut con))
+            .is_ok_and(|pong| pong == "PONG")
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn con(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .expect("client")
+            .get_connection()
+            .expect("connection")
+    }
+
+    /// Kills the server at once (no save on exit) and starts it again on the same directory.
+    pub fn kill_and_restart(&mut self) {
+        self.kill();
+        self.launch();
+    }
+
+    /// Stops the server with SIGKILL, as a crash would.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    pub fn log(&self) -> String {
+        let path = self.dir.join(format!("server-{}.log", self.port));
+        std::fs::read_to_string(path).unwrap_or_default()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Runs one command and returns its raw reply (errors included).
+pub fn call(con: &mut redis::Connection, args: &[&[u8]]) -> redis::RedisResult<redis::Value> {
+    let mut cmd = redis::cmd(std::str::from_utf8(args[0]).expect("command name"));
+    for arg in &args[1..] {
+        cmd.arg(*arg);
+    }
+    cmd.query(con)
+}
+
+/// Runs one command that must reply an integer.
+pub fn int(con: &mut redis::Connection, args: &[&str]) -> i64 {
+    let mut cmd = redis::cmd(args[0]);
+    for arg in &args[1..] {
+        cmd.arg(*arg);
+    }
+    cmd.query(con)
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+/// Runs one command that must fail, and returns the error's full text as the server sent it.
+pub fn error(con: &mut redis::Connection, args: &[&str]) -> String {
+    let mut cmd = redis::cmd(args[0]);
+    for arg in &args[1..] {
+        cmd.arg(*arg);
+    }
+    match cmd.query::<redis::Value>(con) {
+        Ok(v) => panic!("{args:?} should fail, replied {v:?}"),
+        Err(e) => {
+            let code = e.code().unwrap_or("").to_string();
+            let detail = e.detail().unwrap_or("").to_string();
+            format!("{code} {detail}").trim().to_string()
+        }
+    }
+}
+
+/// A flat `[name, value, ...]` reply as (name, integer) pairs; non-integers become -999.
+pub fn fields(con: &mut redis::Connection, args: &[&str]) -> Vec<(String, i64)> {
+    let mut cmd = redis::cmd(args[0]);
+    for arg in &args[1..] {
+        cmd.arg(*arg);
+    }
+    let reply: Vec<redis::Value> = cmd.query(con).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    reply
+        .chunks(2)
+        .map(|pair| {
+            let name: String = redis::from_redis_value(pair[0].clone()).expect("field name");
+            let value = match &pair[1] {
+                redis::Value::Int(n) => *n,
+                _ => -999,
+            };
+            (name, value)
+        })
+        .collect()
+}
+
+pub fn field(con: &mut redis::Connection, args: &[&str], name: &str) -> i64 {
+    fields(con, args)
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .unwrap_or_else(|| panic!("{args:?} has no field {name}"))
+        .1
+}
+
+/// One `seckill_*` counter from `INFO seckill`.
+pub fn info_counter(con: &mut redis::Connection, name: &str) -> i64 {
+    let text: String = redis::cmd("INFO").arg("seckill").query(con).expect("INFO");
+    let prefix = format!("seckill_{name}:");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("INFO seckill has no {name}"))
+        .trim()
+        .parse()
+        .expect("integer counter")
+}
+
+/// Makes `replica` replicate `master` and waits until the link is up and in sync.
+pub fn replicate(replica: &Server, master: &Server) {
+    let mut con = replica.con();
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(master.port)
+        .query(&mut con)
+        .expect("REPLICAOF");
+    wait_until(Duration::from_secs(20), "replica link up", || {
+        let info: String = redis::cmd("INFO").arg("replication").query(&mut con).unwrap();
+        info.contains("master_link_status:up")
+    });
+}
+
+/// Waits until every replica has acknowledged all writes so far (Redis' WAIT).
+pub fn wait_replicas(master: &Server, count: i64) {
+    let mut con = master.con();
+    let acked: i64 = redis::cmd("WAIT").arg(count).arg(10_000).query(&mut con).unwrap();
+    assert_eq!(acked, count, "replicas acknowledged");
+}
