@@ -13,7 +13,10 @@ fn main() {
     let [major, minor, patch] = parts[..] else {
         panic!("version {version} is not major.minor.patch");
     };
-    assert!(minor < 100 && patch < 100, "minor and patch must stay below 100");
+    assert!(
+        minor < 100 && patch < 100,
+        "minor and patch must stay below 100"
+    );
     let module_version = major * 10_000 + minor * 100 + patch;
 
     let revision = Command::new("git")

@@ -15,7 +15,11 @@ pub type ArgResult<T> = Result<T, ArgError>;
 
 /// Parses a decimal integer as Redis does (no sign `+`, no spaces) within `min..=max`.
 pub fn integer(raw: &[u8], what: &str, min: u64, max: u64) -> ArgResult<u64> {
-    let out_of_range = || ArgError::Invalid(format!("ERR {what} must be an integer between {min} and {max}"));
+    let out_of_range = || {
+        ArgError::Invalid(format!(
+            "ERR {what} must be an integer between {min} and {max}"
+        ))
+    };
     let text = std::str::from_utf8(raw).map_err(|_| out_of_range())?;
     if text.starts_with('+') || (text.len() > 1 && text.starts_with('0')) {
         return Err(out_of_range());
@@ -87,13 +91,15 @@ pub fn init(rest: &[&[u8]]) -> ArgResult<InitArgs> {
     Ok(parsed)
 }
 
-/// `SECKILL.TRY key user [qty]`: the quantity's upper bound (LIMIT) is checked by the sale.
+/// `SECKILL.TRY key user [qty]`: the quantity's range (1..=LIMIT) is checked by the sale,
+/// which knows its LIMIT and names it in the error.
 pub fn try_buy<'a>(rest: &[&'a [u8]]) -> ArgResult<(&'a [u8], u64)> {
     match rest {
         [user] => Ok((identifier(user, "user")?, 1)),
         [user, qty] => Ok((
             identifier(user, "user")?,
-            integer(qty, "qty", 1, MAX_UNITS)?,
+            integer(qty, "qty", 0, MAX_UNITS)
+                .map_err(|_| ArgError::Invalid("ERR qty must be a positive integer".to_string()))?,
         )),
         _ => Err(ArgError::Arity),
     }
@@ -139,7 +145,12 @@ pub fn acquire<'a>(rest: &[&'a [u8]]) -> ArgResult<AcquireArgs<'a>> {
     };
     options(options_rest, |name, value| match name {
         "WAIT" => {
-            parsed.wait_ms = Some(integer(value_of(name, value)?, "WAIT timeout_ms", 0, MAX_MS)?);
+            parsed.wait_ms = Some(integer(
+                value_of(name, value)?,
+                "WAIT timeout_ms",
+                0,
+                MAX_MS,
+            )?);
             Ok(true)
         }
         _ => Err(unknown_option(name)),
@@ -278,7 +289,8 @@ mod tests {
             try_buy(&[b"", b"1"]),
             Err(invalid("ERR user must not be empty"))
         );
-        assert!(try_buy(&[b"u", b"0"]).is_err());
+        assert_eq!(try_buy(&[b"u", b"0"]), Ok((&b"u"[..], 0)));
+        assert!(try_buy(&[b"u", b"-1"]).is_err());
         assert_eq!(user_only(&[b"u"]), Ok(&b"u"[..]));
         assert_eq!(user_only(&[]), Err(ArgError::Arity));
         assert_eq!(key_only(&[]), Ok(()));

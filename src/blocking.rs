@@ -30,7 +30,9 @@ unsafe impl Send for Blocked {}
 static BLOCKED: Mutex<Option<HashMap<WaiterId, Blocked>>> = Mutex::new(None);
 
 fn with_blocked<R>(f: impl FnOnce(&mut HashMap<WaiterId, Blocked>) -> R) -> R {
-    let mut guard = BLOCKED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut guard = BLOCKED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     f(guard.get_or_insert_with(HashMap::new))
 }
 
@@ -65,13 +67,10 @@ pub fn wake(id: WaiterId, reply: Option<i64>) -> bool {
     let privdata = reply.map_or(std::ptr::null_mut(), |value| {
         Box::into_raw(Box::new(value)).cast::<c_void>()
     });
-    unsafe { raw::RedisModule_UnblockClient.expect("RedisModule_UnblockClient")(entry.handle, privdata) };
+    unsafe {
+        raw::RedisModule_UnblockClient.expect("RedisModule_UnblockClient")(entry.handle, privdata)
+    };
     true
-}
-
-/// Number of clients blocked right now.
-pub fn blocked_count() -> usize {
-    with_blocked(|blocked| blocked.len())
 }
 
 fn forget(ctx: &Context, handle: *mut raw::RedisModuleBlockedClient, why: Gone) {

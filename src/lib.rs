@@ -58,8 +58,13 @@ fn info(ctx: &InfoContext, _for_crash_report: bool) {
         .and_then(|s| s.field("git_revision", build_info::GIT_REVISION));
     let section = stats::fields()
         .into_iter()
-        .fold(section, |s, (name, value)| s.and_then(|s| s.field(name, value)));
-    if let Err(e) = section.and_then(|s| s.build_section()).and_then(|b| b.build_info()) {
+        .fold(section, |s, (name, value)| {
+            s.and_then(|s| s.field(name, value))
+        });
+    if let Err(e) = section
+        .and_then(|s| s.build_section())
+        .and_then(|b| b.build_info())
+    {
         redis_module::logging::log_warning(format!("seckill: INFO section failed: {e}"));
     }
 }

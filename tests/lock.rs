@@ -20,10 +20,21 @@ fn lock_info(con: &mut redis::Connection, key: &str) -> (Option<String>, i64, i6
     assert_eq!(names, ["owner", "ttl", "fence", "waiters"]);
     let owner = redis::from_redis_value::<Option<String>>(reply[1].clone()).unwrap();
     let number = |v: &Value| redis::from_redis_value::<i64>(v.clone()).unwrap();
-    (owner, number(&reply[3]), number(&reply[5]), number(&reply[7]))
+    (
+        owner,
+        number(&reply[3]),
+        number(&reply[5]),
+        number(&reply[7]),
+    )
 }
 
-fn acquire(con: &mut redis::Connection, key: &str, token: &str, ttl: u64, wait: Option<u64>) -> Option<i64> {
+fn acquire(
+    con: &mut redis::Connection,
+    key: &str,
+    token: &str,
+    ttl: u64,
+    wait: Option<u64>,
+) -> Option<i64> {
     let mut cmd = redis::cmd("LOCK.ACQUIRE");
     cmd.arg(key).arg(token).arg(ttl);
     if let Some(wait) = wait {
@@ -40,14 +51,22 @@ fn waiters(con: &mut redis::Connection, key: &str) -> i64 {
 fn acquire_release_extend_info_contract() {
     let server = Server::start();
     let mut con = server.con();
-    assert_eq!(lock_info(&mut con, "l"), (None, -1, 0, 0), "a missing lock is free");
+    assert_eq!(
+        lock_info(&mut con, "l"),
+        (None, -1, 0, 0),
+        "a missing lock is free"
+    );
     assert_eq!(int(&mut con, &["LOCK.RELEASE", "l", "a"]), 0);
     assert_eq!(int(&mut con, &["LOCK.EXTEND", "l", "a", "100"]), 0);
     let exists: i64 = redis::cmd("EXISTS").arg("l").query(&mut con).unwrap();
     assert_eq!(exists, 0, "RELEASE and EXTEND create nothing");
 
     assert_eq!(acquire(&mut con, "l", "a", 60_000, None), Some(1));
-    assert_eq!(acquire(&mut con, "l", "a", 90_000, None), Some(1), "retry keeps the fence");
+    assert_eq!(
+        acquire(&mut con, "l", "a", 90_000, None),
+        Some(1),
+        "retry keeps the fence"
+    );
     let (owner, ttl, fence, queued) = lock_info(&mut con, "l");
     assert_eq!((owner.as_deref(), fence, queued), (Some("a"), 1, 0));
     assert!(ttl > 60_000 && ttl <= 90_000, "retry reset the TTL: {ttl}");
@@ -63,7 +82,11 @@ fn acquire_release_extend_info_contract() {
     let kind: String = redis::cmd("TYPE").arg("l").query(&mut con).unwrap();
     assert_eq!(kind, "seckill-L");
 
-    let _: () = redis::cmd("SET").arg("str").arg("x").query(&mut con).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("str")
+        .arg("x")
+        .query(&mut con)
+        .unwrap();
     for args in [
         &["LOCK.ACQUIRE", "str", "t", "10"][..],
         &["LOCK.RELEASE", "str", "t"],
@@ -73,15 +96,42 @@ fn acquire_release_extend_info_contract() {
         assert!(error(&mut con, args).starts_with("WRONGTYPE"), "{args:?}");
     }
     let cases: [(&[&str], &str); 9] = [
-        (&["LOCK.ACQUIRE", "l", "t"], "ERR wrong number of arguments for 'lock.acquire' command"),
-        (&["LOCK.ACQUIRE", "l", "", "10"], "ERR token must not be empty"),
-        (&["LOCK.ACQUIRE", "l", "t", "0"], "ERR ttl_ms must be an integer between 1 and 9223372036854775807"),
-        (&["LOCK.ACQUIRE", "l", "t", "ten"], "ERR ttl_ms must be an integer between 1 and 9223372036854775807"),
-        (&["LOCK.ACQUIRE", "l", "t", "10", "WAIT"], "ERR WAIT needs a value"),
-        (&["LOCK.ACQUIRE", "l", "t", "10", "WAIT", "-1"], "ERR WAIT timeout_ms must be an integer between 0 and 9223372036854775807"),
-        (&["LOCK.ACQUIRE", "l", "t", "10", "NX"], "ERR unknown option 'NX'"),
-        (&["LOCK.RELEASE", "l"], "ERR wrong number of arguments for 'lock.release' command"),
-        (&["LOCK.EXTEND", "l", "t", "0"], "ERR ttl_ms must be an integer between 1 and 9223372036854775807"),
+        (
+            &["LOCK.ACQUIRE", "l", "t"],
+            "ERR wrong number of arguments for 'lock.acquire' command",
+        ),
+        (
+            &["LOCK.ACQUIRE", "l", "", "10"],
+            "ERR token must not be empty",
+        ),
+        (
+            &["LOCK.ACQUIRE", "l", "t", "0"],
+            "ERR ttl_ms must be an integer between 1 and 9223372036854775807",
+        ),
+        (
+            &["LOCK.ACQUIRE", "l", "t", "ten"],
+            "ERR ttl_ms must be an integer between 1 and 9223372036854775807",
+        ),
+        (
+            &["LOCK.ACQUIRE", "l", "t", "10", "WAIT"],
+            "ERR WAIT needs a value",
+        ),
+        (
+            &["LOCK.ACQUIRE", "l", "t", "10", "WAIT", "-1"],
+            "ERR WAIT timeout_ms must be an integer between 0 and 9223372036854775807",
+        ),
+        (
+            &["LOCK.ACQUIRE", "l", "t", "10", "NX"],
+            "ERR unknown option 'NX'",
+        ),
+        (
+            &["LOCK.RELEASE", "l"],
+            "ERR wrong number of arguments for 'lock.release' command",
+        ),
+        (
+            &["LOCK.EXTEND", "l", "t", "0"],
+            "ERR ttl_ms must be an integer between 1 and 9223372036854775807",
+        ),
     ];
     for (args, expected) in cases {
         assert_eq!(error(&mut con, args), expected, "{args:?}");
@@ -104,10 +154,19 @@ fn hundreds_of_clients_are_mutually_excluded_and_fences_grow() {
                 barrier.wait();
                 let token = format!("client-{i}");
                 for _ in 0..ROUNDS {
-                    let fence = acquire(&mut con, "mutex", &token, 30_000, Some(0)).expect("WAIT 0 waits until granted");
+                    let fence = acquire(&mut con, "mutex", &token, 30_000, Some(0))
+                        .expect("WAIT 0 waits until granted");
                     // An unprotected read-modify-write: lost updates would show any overlap.
-                    let n: i64 = redis::cmd("GET").arg("counter").query::<Option<i64>>(&mut con).unwrap().unwrap_or(0);
-                    let _: () = redis::cmd("SET").arg("counter").arg(n + 1).query(&mut con).unwrap();
+                    let n: i64 = redis::cmd("GET")
+                        .arg("counter")
+                        .query::<Option<i64>>(&mut con)
+                        .unwrap()
+                        .unwrap_or(0);
+                    let _: () = redis::cmd("SET")
+                        .arg("counter")
+                        .arg(n + 1)
+                        .query(&mut con)
+                        .unwrap();
                     fences.lock().unwrap().push(fence);
                     assert_eq!(int(&mut con, &["LOCK.RELEASE", "mutex", &token]), 1);
                 }
@@ -119,11 +178,24 @@ fn hundreds_of_clients_are_mutually_excluded_and_fences_grow() {
     }
     let mut con = server.con();
     let counter: i64 = redis::cmd("GET").arg("counter").query(&mut con).unwrap();
-    assert_eq!(counter as usize, CLIENTS * ROUNDS, "no two holders overlapped");
+    assert_eq!(
+        counter as usize,
+        CLIENTS * ROUNDS,
+        "no two holders overlapped"
+    );
     let fences = fences.lock().unwrap();
-    assert!(fences.windows(2).all(|w| w[0] < w[1]), "fences strictly increase in lock order");
-    assert_eq!(lock_info(&mut con, "mutex"), (None, -1, (CLIENTS * ROUNDS) as i64, 0));
-    assert!(info_counter(&mut con, "lock_waited") > 0, "the run had contention");
+    assert!(
+        fences.windows(2).all(|w| w[0] < w[1]),
+        "fences strictly increase in lock order"
+    );
+    assert_eq!(
+        lock_info(&mut con, "mutex"),
+        (None, -1, (CLIENTS * ROUNDS) as i64, 0)
+    );
+    assert!(
+        info_counter(&mut con, "lock_waited") > 0,
+        "the run had contention"
+    );
 }
 
 #[test]
@@ -131,7 +203,9 @@ fn expired_holder_cannot_release_the_next_holders_lock() {
     let server = Server::start();
     let mut con = server.con();
     assert_eq!(acquire(&mut con, "l", "slow", 50, None), Some(1));
-    wait_until(Duration::from_secs(5), "the TTL to run out", || lock_info(&mut con, "l").1 == -1);
+    wait_until(Duration::from_secs(5), "the TTL to run out", || {
+        lock_info(&mut con, "l").1 == -1
+    });
     assert_eq!(acquire(&mut con, "l", "next", 60_000, None), Some(2));
     assert_eq!(int(&mut con, &["LOCK.RELEASE", "l", "slow"]), 0);
     assert_eq!(int(&mut con, &["LOCK.EXTEND", "l", "slow", "1000"]), 0);
@@ -155,13 +229,18 @@ fn three_waiters_are_served_in_fifo_order() {
             order.lock().unwrap().push((name, fence));
             assert_eq!(int(&mut waiter, &["LOCK.RELEASE", "q", name]), 1);
         }));
-        wait_until(Duration::from_secs(5), "waiter queued", || waiters(&mut con, "q") == n as i64 + 1);
+        wait_until(Duration::from_secs(5), "waiter queued", || {
+            waiters(&mut con, "q") == n as i64 + 1
+        });
     }
     assert_eq!(int(&mut con, &["LOCK.RELEASE", "q", "holder"]), 1);
     for t in threads {
         t.join().unwrap();
     }
-    assert_eq!(*order.lock().unwrap(), vec![("w1", 2), ("w2", 3), ("w3", 4)]);
+    assert_eq!(
+        *order.lock().unwrap(),
+        vec![("w1", 2), ("w2", 3), ("w3", 4)]
+    );
     assert_eq!(lock_info(&mut con, "q"), (None, -1, 4, 0));
 }
 
@@ -177,9 +256,18 @@ fn expiry_hands_over_on_a_timer_not_a_poll() {
     let fence = acquire(&mut waiter, "h", "next", 60_000, Some(10_000));
     let waited = start.elapsed();
     assert_eq!(fence, Some(2));
-    println!("waiter woke {} ms after a {TTL} ms TTL started", waited.as_millis());
-    assert!(waited >= Duration::from_millis(TTL), "not before expiry: {waited:?}");
-    assert!(waited < Duration::from_millis(TTL + 250), "woken at expiry, not by a poll: {waited:?}");
+    println!(
+        "waiter woke {} ms after a {TTL} ms TTL started",
+        waited.as_millis()
+    );
+    assert!(
+        waited >= Duration::from_millis(TTL),
+        "not before expiry: {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_millis(TTL + 250),
+        "woken at expiry, not by a poll: {waited:?}"
+    );
     assert_eq!(info_counter(&mut con, "lock_expired"), 1);
 }
 
@@ -190,12 +278,19 @@ fn wait_times_out_with_nil_and_leaves_the_queue() {
     let mut waiter = server.con();
     acquire(&mut con, "t", "holder", 60_000, None);
     let start = Instant::now();
-    assert_eq!(acquire(&mut waiter, "t", "impatient", 1_000, Some(100)), None);
+    assert_eq!(
+        acquire(&mut waiter, "t", "impatient", 1_000, Some(100)),
+        None
+    );
     assert!(start.elapsed() >= Duration::from_millis(100));
     assert_eq!(waiters(&mut con, "t"), 0);
     assert_eq!(info_counter(&mut con, "lock_timed_out"), 1);
     assert_eq!(int(&mut con, &["LOCK.RELEASE", "t", "holder"]), 1);
-    assert_eq!(lock_info(&mut con, "t"), (None, -1, 1, 0), "the timed-out waiter got nothing");
+    assert_eq!(
+        lock_info(&mut con, "t"),
+        (None, -1, 1, 0),
+        "the timed-out waiter got nothing"
+    );
     // The connection still works after the timeout.
     assert_eq!(acquire(&mut waiter, "t", "impatient", 1_000, None), Some(2));
 }
@@ -227,11 +322,23 @@ fn a_thousand_waiters_half_of_them_disconnecting() {
     let mut streams: Vec<TcpStream> = (0..WAITERS)
         .map(|i| {
             let mut s = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
-            send(&mut s, &["LOCK.ACQUIRE", "big", &format!("w{i}"), "60000", "WAIT", "0"]);
+            send(
+                &mut s,
+                &[
+                    "LOCK.ACQUIRE",
+                    "big",
+                    &format!("w{i}"),
+                    "60000",
+                    "WAIT",
+                    "0",
+                ],
+            );
             s
         })
         .collect();
-    wait_until(Duration::from_secs(20), "all waiters queued", || waiters(&mut con, "big") == WAITERS as i64);
+    wait_until(Duration::from_secs(20), "all waiters queued", || {
+        waiters(&mut con, "big") == WAITERS as i64
+    });
     // Even-numbered waiters hang up.
     let mut kept = Vec::new();
     for (i, s) in streams.drain(..).enumerate() {
@@ -239,21 +346,33 @@ fn a_thousand_waiters_half_of_them_disconnecting() {
             kept.push(s);
         }
     }
-    wait_until(Duration::from_secs(20), "disconnected waiters dropped", || {
-        waiters(&mut con, "big") == (WAITERS / 2) as i64
-    });
-    assert_eq!(info_counter(&mut con, "lock_waiting_clients"), (WAITERS / 2) as i64);
+    wait_until(
+        Duration::from_secs(20),
+        "disconnected waiters dropped",
+        || waiters(&mut con, "big") == (WAITERS / 2) as i64,
+    );
+    assert_eq!(
+        info_counter(&mut con, "lock_waiting_clients"),
+        (WAITERS / 2) as i64
+    );
     assert_eq!(int(&mut con, &["LOCK.RELEASE", "big", "holder"]), 1);
     // The first waiter still connected (w1) is granted, never a gone one.
     let mut first = kept.remove(0);
-    first.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    first
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
     assert_eq!(read_reply(&mut first), ":2\r\n");
     let (owner, _, fence, queued) = lock_info(&mut con, "big");
-    assert_eq!((owner.as_deref(), fence, queued), (Some("w1"), 2, (WAITERS / 2 - 1) as i64));
+    assert_eq!(
+        (owner.as_deref(), fence, queued),
+        (Some("w1"), 2, (WAITERS / 2 - 1) as i64)
+    );
     send(&mut first, &["LOCK.RELEASE", "big", "w1"]);
     assert_eq!(read_reply(&mut first), ":1\r\n");
     let mut second = kept.remove(0);
-    second.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    second
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
     assert_eq!(read_reply(&mut second), ":3\r\n", "w3 is next in line");
 }
 
@@ -264,11 +383,17 @@ fn deleting_a_lock_answers_its_waiters_with_nil() {
     acquire(&mut con, "d", "holder", 60_000, None);
     let mut waiter = server.con();
     let thread = std::thread::spawn(move || acquire(&mut waiter, "d", "w", 1_000, Some(0)));
-    wait_until(Duration::from_secs(5), "waiter queued", || waiters(&mut con, "d") == 1);
+    wait_until(Duration::from_secs(5), "waiter queued", || {
+        waiters(&mut con, "d") == 1
+    });
     let _: i64 = redis::cmd("DEL").arg("d").query(&mut con).unwrap();
     assert_eq!(thread.join().unwrap(), None);
     assert_eq!(info_counter(&mut con, "lock_waiting_clients"), 0);
-    assert_eq!(lock_info(&mut con, "d"), (None, -1, 0, 0), "DEL resets the fence");
+    assert_eq!(
+        lock_info(&mut con, "d"),
+        (None, -1, 0, 0),
+        "DEL resets the fence"
+    );
 }
 
 #[test]
@@ -278,13 +403,28 @@ fn wait_does_not_block_in_multi_or_lua() {
     acquire(&mut con, "m", "holder", 60_000, None);
     let replies: (Option<i64>, Option<i64>) = redis::pipe()
         .atomic()
-        .cmd("LOCK.ACQUIRE").arg("m").arg("x").arg(1000).arg("WAIT").arg(0)
-        .cmd("LOCK.ACQUIRE").arg("free").arg("x").arg(1000).arg("WAIT").arg(0)
+        .cmd("LOCK.ACQUIRE")
+        .arg("m")
+        .arg("x")
+        .arg(1000)
+        .arg("WAIT")
+        .arg(0)
+        .cmd("LOCK.ACQUIRE")
+        .arg("free")
+        .arg("x")
+        .arg(1000)
+        .arg("WAIT")
+        .arg(0)
         .query(&mut con)
         .unwrap();
     assert_eq!(replies, (None, Some(1)));
     let script = "return redis.call('LOCK.ACQUIRE', KEYS[1], 'y', 1000, 'WAIT', 0)";
-    let reply: Option<i64> = redis::cmd("EVAL").arg(script).arg(1).arg("m").query(&mut con).unwrap();
+    let reply: Option<i64> = redis::cmd("EVAL")
+        .arg(script)
+        .arg(1)
+        .arg("m")
+        .query(&mut con)
+        .unwrap();
     assert_eq!(reply, None);
     assert_eq!(waiters(&mut con, "m"), 0);
 }
@@ -302,28 +442,51 @@ fn fences_keep_growing_across_restart_aof_dump_and_copy() {
     server.kill_and_restart();
     let mut con = server.con();
     let (owner, ttl, fence, _) = lock_info(&mut con, "f");
-    assert_eq!((owner.as_deref(), fence), (Some("held"), 4), "AOF replay keeps owner and fence");
+    assert_eq!(
+        (owner.as_deref(), fence),
+        (Some("held"), 4),
+        "AOF replay keeps owner and fence"
+    );
     assert!(ttl > 0 && ttl <= 60_000);
     assert_eq!(int(&mut con, &["LOCK.RELEASE", "f", "held"]), 1);
 
     let _: () = redis::cmd("BGREWRITEAOF").query(&mut con).unwrap();
     wait_until(Duration::from_secs(20), "AOF rewrite", || {
-        let text: String = redis::cmd("INFO").arg("persistence").query(&mut con).unwrap();
+        let text: String = redis::cmd("INFO")
+            .arg("persistence")
+            .query(&mut con)
+            .unwrap();
         text.contains("aof_rewrite_in_progress:0") && text.contains("aof_rewrite_scheduled:0")
     });
     server.kill_and_restart();
     let mut con = server.con();
-    assert_eq!(acquire(&mut con, "f", "after-rewrite", 60_000, None), Some(5));
+    assert_eq!(
+        acquire(&mut con, "f", "after-rewrite", 60_000, None),
+        Some(5)
+    );
     let _: () = redis::cmd("DEBUG").arg("RELOAD").query(&mut con).unwrap();
     assert_eq!(lock_info(&mut con, "f").2, 5, "RDB round trip");
 
     let dump: Vec<u8> = redis::cmd("DUMP").arg("f").query(&mut con).unwrap();
-    let _: () = redis::cmd("RESTORE").arg("g").arg(0).arg(&dump).query(&mut con).unwrap();
+    let _: () = redis::cmd("RESTORE")
+        .arg("g")
+        .arg(0)
+        .arg(&dump)
+        .query(&mut con)
+        .unwrap();
     assert_eq!(lock_info(&mut con, "g").2, 5);
-    let _: i64 = redis::cmd("COPY").arg("f").arg("h").query(&mut con).unwrap();
+    let _: i64 = redis::cmd("COPY")
+        .arg("f")
+        .arg("h")
+        .query(&mut con)
+        .unwrap();
     assert_eq!(int(&mut con, &["LOCK.RELEASE", "h", "after-rewrite"]), 1);
     assert_eq!(acquire(&mut con, "h", "x", 1_000, None), Some(6));
-    assert_eq!(lock_info(&mut con, "f").0.as_deref(), Some("after-rewrite"), "a copy is independent");
+    assert_eq!(
+        lock_info(&mut con, "f").0.as_deref(),
+        Some("after-rewrite"),
+        "a copy is independent"
+    );
 }
 
 #[test]
@@ -341,14 +504,30 @@ fn replica_mirrors_state_and_continues_fences_after_promotion() {
     wait_replicas(&master, 1);
     let mut rcon = replica.con();
     let digest = |c: &mut redis::Connection| -> Vec<String> {
-        redis::cmd("DEBUG").arg("DIGEST-VALUE").arg("r").query(c).unwrap()
+        redis::cmd("DEBUG")
+            .arg("DIGEST-VALUE")
+            .arg("r")
+            .query(c)
+            .unwrap()
     };
-    assert_eq!(digest(&mut rcon), digest(&mut con), "same owner, absolute expiry and fence");
+    assert_eq!(
+        digest(&mut rcon),
+        digest(&mut con),
+        "same owner, absolute expiry and fence"
+    );
     let (owner, _, fence, _) = lock_info(&mut rcon, "r");
     assert_eq!((owner.as_deref(), fence), (Some("b"), 2));
 
-    let _: () = redis::cmd("REPLICAOF").arg("NO").arg("ONE").query(&mut rcon).unwrap();
-    assert_eq!(acquire(&mut rcon, "r", "b", 1_000, None), Some(2), "the promoted replica knows b");
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut rcon)
+        .unwrap();
+    assert_eq!(
+        acquire(&mut rcon, "r", "b", 1_000, None),
+        Some(2),
+        "the promoted replica knows b"
+    );
     assert_eq!(int(&mut rcon, &["LOCK.RELEASE", "r", "b"]), 1);
     assert_eq!(acquire(&mut rcon, "r", "c", 1_000, None), Some(3));
 }

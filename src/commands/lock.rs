@@ -51,7 +51,9 @@ struct Home {
 static HOMES: Mutex<Option<HashMap<WaiterId, Home>>> = Mutex::new(None);
 
 fn with_homes<R>(f: impl FnOnce(&mut HashMap<WaiterId, Home>) -> R) -> R {
-    let mut guard = HOMES.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut guard = HOMES
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     f(guard.get_or_insert_with(HashMap::new))
 }
 
@@ -268,8 +270,4 @@ pub fn restore(ctx: &Context, args: &[RedisString]) -> RedisResult {
     set_lock(&key, LockEntry::new(lock))?;
     ctx.replicate_verbatim();
     Ok(RedisValue::SimpleStringStatic("OK"))
-}
-
-pub fn blocked_clients() -> usize {
-    blocking::blocked_count()
 }

@@ -71,7 +71,7 @@ pub fn field_array(fields: Vec<(&str, RedisValue)>) -> RedisValue {
     RedisValue::Array(
         fields
             .into_iter()
-            .flat_map(|(name, value)| [RedisValue::SimpleString(name.to_string()), value])
+            .flat_map(|(name, value)| [RedisValue::BulkString(name.to_string()), value])
             .collect(),
     )
 }

@@ -141,9 +141,8 @@ impl Buyers {
         self.arena
             .reserve_exact(user_bytes + count * (QTY_BYTES + 2));
         let (arena, hasher) = (&self.arena, &self.hasher);
-        self.offsets.reserve(count, |&offset| {
-            hasher.hash_one(record_at(arena, offset).0)
-        });
+        self.offsets
+            .reserve(count, |&offset| hasher.hash_one(record_at(arena, offset).0));
     }
 }
 
@@ -195,7 +194,11 @@ mod tests {
         let all: Vec<_> = buyers.iter().map(|(u, q)| (u.to_vec(), q)).collect();
         assert_eq!(
             all,
-            vec![(b"alice".to_vec(), 4), (b"bob".to_vec(), 2), (b"".to_vec(), 1)]
+            vec![
+                (b"alice".to_vec(), 4),
+                (b"bob".to_vec(), 2),
+                (b"".to_vec(), 1)
+            ]
         );
     }
 

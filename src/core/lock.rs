@@ -295,7 +295,10 @@ mod tests {
             }]
         );
         let holder = lock.holder(10).unwrap();
-        assert_eq!((holder.token.as_slice(), holder.expires_at_ms), (&b"w1"[..], 60));
+        assert_eq!(
+            (holder.token.as_slice(), holder.expires_at_ms),
+            (&b"w1"[..], 60)
+        );
 
         assert!(lock.release(b"w1", 20));
         assert!(lock.release(b"w2", 30));

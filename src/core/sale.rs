@@ -272,11 +272,21 @@ mod tests {
         assert_eq!(sale.summary().remaining, 2);
         assert_invariants(&sale);
 
-        let cases: [(&[(&[u8], u64)], SaleError); 5] = [
+        type Buyer<'a> = (&'a [u8], u64);
+        let cases: [(&[Buyer], SaleError); 5] = [
             (&[(b"", 1)], SaleError::EmptyUser),
-            (&[(b"a", 0)], SaleError::Invalid("buyer quantity out of range")),
-            (&[(b"a", 3)], SaleError::Invalid("buyer quantity out of range")),
-            (&[(b"a", 1), (b"a", 1)], SaleError::Invalid("duplicate buyer")),
+            (
+                &[(b"a", 0)],
+                SaleError::Invalid("buyer quantity out of range"),
+            ),
+            (
+                &[(b"a", 3)],
+                SaleError::Invalid("buyer quantity out of range"),
+            ),
+            (
+                &[(b"a", 1), (b"a", 1)],
+                SaleError::Invalid("duplicate buyer"),
+            ),
             (
                 &[(b"a", 2), (b"b", 2), (b"c", 2)],
                 SaleError::Invalid("buyers hold more than the stock"),

@@ -13,67 +13,58 @@ use redis_module::{RedisError, raw};
 use std::ffi::CString;
 use std::os::raw::{c_int, c_void};
 
-const fn methods(
-    rdb_load: unsafe extern "C" fn(*mut raw::RedisModuleIO, c_int) -> *mut c_void,
-    rdb_save: unsafe extern "C" fn(*mut raw::RedisModuleIO, *mut c_void),
-    aof_rewrite: unsafe extern "C" fn(*mut raw::RedisModuleIO, *mut raw::RedisModuleString, *mut c_void),
-    free: unsafe extern "C" fn(*mut c_void),
-    mem_usage: unsafe extern "C" fn(*const c_void) -> usize,
-    digest: unsafe extern "C" fn(*mut raw::RedisModuleDigest, *mut c_void),
-    copy: unsafe extern "C" fn(*mut raw::RedisModuleString, *mut raw::RedisModuleString, *const c_void) -> *mut c_void,
-    unlink: Option<unsafe extern "C" fn(*mut raw::RedisModuleString, *const c_void)>,
-) -> raw::RedisModuleTypeMethods {
-    raw::RedisModuleTypeMethods {
-        version: raw::REDISMODULE_TYPE_METHOD_VERSION as u64,
-        rdb_load: Some(rdb_load),
-        rdb_save: Some(rdb_save),
-        aof_rewrite: Some(aof_rewrite),
-        mem_usage: Some(mem_usage),
-        digest: Some(digest),
-        free: Some(free),
-        aux_load: None,
-        aux_save: None,
-        aux_save2: None,
-        aux_save_triggers: 0,
-        free_effort: None,
-        unlink,
-        copy: Some(copy),
-        defrag: None,
-        copy2: None,
-        free_effort2: None,
-        mem_usage2: None,
-        unlink2: None,
-    }
-}
+/// Every callback unset; each type fills in the ones it implements.
+const NO_METHODS: raw::RedisModuleTypeMethods = raw::RedisModuleTypeMethods {
+    version: raw::REDISMODULE_TYPE_METHOD_VERSION as u64,
+    rdb_load: None,
+    rdb_save: None,
+    aof_rewrite: None,
+    mem_usage: None,
+    digest: None,
+    free: None,
+    aux_load: None,
+    aux_save: None,
+    aux_save2: None,
+    aux_save_triggers: 0,
+    free_effort: None,
+    unlink: None,
+    copy: None,
+    defrag: None,
+    copy2: None,
+    free_effort2: None,
+    mem_usage2: None,
+    unlink2: None,
+};
 
 pub static SALE_TYPE: RedisType = RedisType::new(
     "seckill-S",
     SALE_VERSION as i32,
-    methods(
-        sale_rdb_load,
-        sale_rdb_save,
-        sale_aof_rewrite,
-        sale_free,
-        sale_mem_usage,
-        sale_digest,
-        sale_copy,
-        None,
-    ),
+    raw::RedisModuleTypeMethods {
+        rdb_load: Some(sale_rdb_load),
+        rdb_save: Some(sale_rdb_save),
+        aof_rewrite: Some(sale_aof_rewrite),
+        mem_usage: Some(sale_mem_usage),
+        digest: Some(sale_digest),
+        free: Some(sale_free),
+        copy: Some(sale_copy),
+        ..NO_METHODS
+    },
 );
 
 pub static LOCK_TYPE: RedisType = RedisType::new(
     "seckill-L",
     LOCK_VERSION as i32,
-    methods(
-        lock_rdb_load,
-        lock_rdb_save,
-        lock_aof_rewrite,
-        lock_free,
-        lock_mem_usage,
-        lock_digest,
-        lock_copy,
-        Some(lock_unlink),
-    ),
+    raw::RedisModuleTypeMethods {
+        rdb_load: Some(lock_rdb_load),
+        rdb_save: Some(lock_rdb_save),
+        aof_rewrite: Some(lock_aof_rewrite),
+        mem_usage: Some(lock_mem_usage),
+        digest: Some(lock_digest),
+        free: Some(lock_free),
+        copy: Some(lock_copy),
+        unlink: Some(lock_unlink),
+        ..NO_METHODS
+    },
 );
 
 /// Stores a sale at an open key (replacing what is there) and counts it.
@@ -238,7 +229,10 @@ unsafe extern "C" fn lock_copy(
     _to: *mut raw::RedisModuleString,
     ptr: *const c_void,
 ) -> *mut c_void {
-    boxed(unsafe { value::<LockEntry>(ptr) }.copy_state(), &stats::LOCKS)
+    boxed(
+        unsafe { value::<LockEntry>(ptr) }.copy_state(),
+        &stats::LOCKS,
+    )
 }
 
 /// Called on the main thread when a lock key leaves the keyspace (DEL, RENAME, eviction):

@@ -203,8 +203,7 @@ pub fn int(con: &mut redis::Connection, args: &[&str]) -> i64 {
     for arg in &args[1..] {
         cmd.arg(*arg);
     }
-    cmd.query(con)
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    cmd.query(con).unwrap_or_else(|e| panic!("{args:?}: {e}"))
 }
 
 /// Runs one command that must fail, and returns the error's full text as the server sent it.
@@ -272,7 +271,10 @@ pub fn replicate(replica: &Server, master: &Server) {
         .query(&mut con)
         .expect("REPLICAOF");
     wait_until(Duration::from_secs(20), "replica link up", || {
-        let info: String = redis::cmd("INFO").arg("replication").query(&mut con).unwrap();
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut con)
+            .unwrap();
         info.contains("master_link_status:up")
     });
 }
@@ -280,6 +282,10 @@ pub fn replicate(replica: &Server, master: &Server) {
 /// Waits until every replica has acknowledged all writes so far (Redis' WAIT).
 pub fn wait_replicas(master: &Server, count: i64) {
     let mut con = master.con();
-    let acked: i64 = redis::cmd("WAIT").arg(count).arg(10_000).query(&mut con).unwrap();
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(count)
+        .arg(10_000)
+        .query(&mut con)
+        .unwrap();
     assert_eq!(acked, count, "replicas acknowledged");
 }

@@ -1,0 +1,66 @@
+# seckill: `make run` starts a server with the module, `make test` runs every test.
+# The server and CLI are parameters: make test REDIS_SERVER=/path/to/valkey-server
+
+REDIS_SERVER ?= redis-server
+REDIS_CLI ?= redis-cli
+PORT ?= 6379
+MODULE := $(CURDIR)/target/release/libseckill.so
+VENV := $(CURDIR)/.venv
+APT_PACKAGES := redis-server redis-tools clang libclang-dev
+
+export REDIS_SERVER REDIS_CLI
+
+.PHONY: all deps build run test unit fmt lint clean venv examples
+
+all: build
+
+# Installs missing system packages when it can (root with apt-get), else says what to install.
+deps:
+	@missing=""; \
+	command -v $(REDIS_SERVER) >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	command -v $(REDIS_CLI) >/dev/null 2>&1 || missing="$$missing redis-tools"; \
+	command -v clang >/dev/null 2>&1 || missing="$$missing clang"; \
+	ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1 || missing="$$missing libclang-dev"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing:$$missing"; \
+	    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $(APT_PACKAGES); \
+	  else \
+	    echo "missing:$$missing"; \
+	    echo "install them with: sudo apt-get update && sudo apt-get install -y $(APT_PACKAGES)"; \
+	    exit 1; \
+	  fi; \
+	fi
+
+build: deps
+	cargo build --release
+
+run: build
+	$(REDIS_SERVER) --port $(PORT) --bind 127.0.0.1 --loadmodule $(MODULE)
+
+# A virtual environment with redis-py for the Python example (ignored by git).
+venv:
+	@if ! $(VENV)/bin/python -c "import redis" >/dev/null 2>&1; then \
+	  python3 -m venv $(VENV) || { echo "python3 -m venv failed: apt-get install python3-venv"; exit 1; }; \
+	  $(VENV)/bin/pip install --quiet -r examples/python/requirements.txt; \
+	fi
+
+examples: deps
+	cargo build --release --examples
+
+test: build venv examples
+	cargo test --release
+
+unit:
+	cargo test --release --lib
+
+fmt:
+	cargo fmt
+
+lint:
+	cargo fmt --check
+	cargo clippy --release --all-targets -- -D warnings
+
+clean:
+	cargo clean
+	rm -rf $(VENV)

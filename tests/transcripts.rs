@@ -1,0 +1,129 @@
+//! Runs every `tests/transcripts/*.txt` through `redis-cli` (`REDIS_CLI`) against a fresh
+//! server and compares each reply with the transcript. A transcript is `> command` lines, each
+//! followed by the reply exactly as `redis-cli --no-raw` prints it; `#` lines are comments.
+
+mod common;
+
+use common::{Server, cli_binary};
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+struct Step {
+    line: usize,
+    command: String,
+    expected: Vec<String>,
+}
+
+fn parse(text: &str) -> Vec<Step> {
+    let mut steps: Vec<Step> = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if let Some(command) = line.strip_prefix("> ") {
+            steps.push(Step {
+                line: n + 1,
+                command: command.to_string(),
+                expected: Vec::new(),
+            });
+        } else if line.starts_with('#')
+            || (line.is_empty() && steps.last().is_none_or(|s| !s.expected.is_empty()))
+        {
+            continue;
+        } else {
+            steps
+                .last_mut()
+                .expect("a reply line before any command")
+                .expected
+                .push(line.to_string());
+        }
+    }
+    steps
+}
+
+fn run_cli(port: u16, command: &str) -> Vec<String> {
+    let mut child = Command::new(cli_binary())
+        .args(["-p", &port.to_string(), "--no-raw"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run redis-cli");
+    writeln!(child.stdin.take().unwrap(), "{command}").unwrap();
+    let out = child.wait_with_output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn transcript_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/transcripts")
+}
+
+#[test]
+fn every_transcript_replays_exactly() {
+    let mut files: Vec<_> = std::fs::read_dir(transcript_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 3, "transcripts found: {files:?}");
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for file in &files {
+        let server = Server::start();
+        let text = std::fs::read_to_string(file).unwrap();
+        for step in parse(&text) {
+            let got = run_cli(server.port, &step.command);
+            checked += 1;
+            if got != step.expected {
+                failures.push(format!(
+                    "{}:{}: > {}\n  expected: {:?}\n  got:      {:?}",
+                    file.file_name().unwrap().to_string_lossy(),
+                    step.line,
+                    step.command,
+                    step.expected,
+                    got
+                ));
+            }
+        }
+    }
+    println!("{checked} transcript steps in {} files", files.len());
+    assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+}
+
+#[test]
+fn readme_tour_is_the_tour_transcript() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let tour = std::fs::read_to_string(transcript_dir().join("tour.txt")).unwrap();
+    let start = readme
+        .find("<!-- tour:start -->")
+        .expect("tour start marker");
+    let end = readme.find("<!-- tour:end -->").expect("tour end marker");
+    let block = &readme[start..end];
+    let body: String = block
+        .lines()
+        .skip_while(|l| !l.starts_with("```"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("```"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let tour_body: String = tour
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(
+        body.trim(),
+        tour_body.trim(),
+        "README tour and tests/transcripts/tour.txt differ"
+    );
+}
+
+#[test]
+fn parser_reads_commands_and_replies() {
+    let steps = parse("# c\n> PING\nPONG\n\n> X\n1) a\n2) b\n");
+    assert_eq!(steps.len(), 2);
+    assert_eq!(steps[0].expected, vec!["PONG"]);
+    assert_eq!(steps[1].expected, vec!["1) a", "2) b"]);
+}
