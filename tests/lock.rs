@@ -261,7 +261,8 @@ fn expiry_hands_over_on_a_timer_not_a_poll() {
         waited.as_millis()
     );
     assert!(
-        waited >= Duration::from_millis(TTL),
+        // The server clock has millisecond resolution: allow for truncation on both ends.
+        waited >= Duration::from_millis(TTL - 2),
         "not before expiry: {waited:?}"
     );
     assert!(
