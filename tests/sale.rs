@@ -2,19 +2,10 @@
 
 mod common;
 
-use common::{Server, call, error, field, fields, info_counter, int, replicate, wait_replicas};
+use common::{Server, call, error, field, fields, info_counter, int, ok, replicate, wait_replicas};
 use redis::Value;
 use std::collections::HashSet;
 use std::sync::{Arc, Barrier};
-
-fn ok(con: &mut redis::Connection, args: &[&str]) {
-    let mut cmd = redis::cmd(args[0]);
-    for arg in &args[1..] {
-        cmd.arg(*arg);
-    }
-    let reply: String = cmd.query(con).unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    assert_eq!(reply, "OK", "{args:?}");
-}
 
 fn info(con: &mut redis::Connection, key: &str) -> Vec<(String, i64)> {
     fields(con, &["SECKILL.INFO", key])
@@ -578,4 +569,36 @@ fn loads_the_v1_rdb_fixture() {
     let mut con = server.con();
     assert_sample(&mut con);
     assert_eq!(field(&mut con, &["LOCK.INFO", "fixture-lock"], "fence"), 2);
+}
+
+#[test]
+fn acl_rules_apply_to_commands_and_keys() {
+    let server = Server::start();
+    let mut admin = server.con();
+    ok(&mut admin, &["SECKILL.INIT", "sale:1", "5"]);
+    ok(&mut admin, &["SECKILL.INIT", "other:1", "5"]);
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("shop")
+        .arg("on")
+        .arg(">pw")
+        .arg("~sale:*")
+        .arg("+seckill.try")
+        .arg("+seckill.info")
+        .query(&mut admin)
+        .unwrap();
+    let mut shop = redis::Client::open(format!("redis://shop:pw@127.0.0.1:{}/", server.port))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    assert_eq!(int(&mut shop, &["SECKILL.TRY", "sale:1", "alice"]), 4);
+    assert_eq!(field(&mut shop, &["SECKILL.INFO", "sale:1"], "sold"), 1);
+    for args in [
+        &["SECKILL.INIT", "sale:2", "5"][..],
+        &["SECKILL.TRY", "other:1", "alice"],
+        &["SECKILL.BOUGHT", "sale:1", "alice"],
+    ] {
+        assert!(error(&mut shop, args).starts_with("NOPERM"), "{args:?}");
+    }
+    assert_eq!(field(&mut admin, &["SECKILL.INFO", "other:1"], "sold"), 0);
 }

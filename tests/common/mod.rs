@@ -197,21 +197,32 @@ pub fn call(con: &mut redis::Connection, args: &[&[u8]]) -> redis::RedisResult<r
     cmd.query(con)
 }
 
-/// Runs one command that must reply an integer.
-pub fn int(con: &mut redis::Connection, args: &[&str]) -> i64 {
+/// Builds `args[0]` with the rest as arguments.
+pub fn command(args: &[&str]) -> redis::Cmd {
     let mut cmd = redis::cmd(args[0]);
     for arg in &args[1..] {
         cmd.arg(*arg);
     }
+    cmd
+}
+
+/// Runs one command that must reply `+OK`.
+pub fn ok(con: &mut redis::Connection, args: &[&str]) {
+    let reply: String = command(args)
+        .query(con)
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    assert_eq!(reply, "OK", "{args:?}");
+}
+
+/// Runs one command that must reply an integer.
+pub fn int(con: &mut redis::Connection, args: &[&str]) -> i64 {
+    let cmd = command(args);
     cmd.query(con).unwrap_or_else(|e| panic!("{args:?}: {e}"))
 }
 
 /// Runs one command that must fail, and returns the error's full text as the server sent it.
 pub fn error(con: &mut redis::Connection, args: &[&str]) -> String {
-    let mut cmd = redis::cmd(args[0]);
-    for arg in &args[1..] {
-        cmd.arg(*arg);
-    }
+    let cmd = command(args);
     match cmd.query::<redis::Value>(con) {
         Ok(v) => panic!("{args:?} should fail, replied {v:?}"),
         Err(e) => {
@@ -224,10 +235,7 @@ pub fn error(con: &mut redis::Connection, args: &[&str]) -> String {
 
 /// A flat `[name, value, ...]` reply as (name, integer) pairs; non-integers become -999.
 pub fn fields(con: &mut redis::Connection, args: &[&str]) -> Vec<(String, i64)> {
-    let mut cmd = redis::cmd(args[0]);
-    for arg in &args[1..] {
-        cmd.arg(*arg);
-    }
+    let cmd = command(args);
     let reply: Vec<redis::Value> = cmd.query(con).unwrap_or_else(|e| panic!("{args:?}: {e}"));
     reply
         .chunks(2)
