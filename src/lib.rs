@@ -14,38 +14,63 @@ pub mod build_info {
     include!(concat!(env!("OUT_DIR"), "/build_info.rs"));
 }
 
-use commands::{guarded, lock, sale};
+use commands::{lock, sale};
 use persist::{LOCK_TYPE, SALE_TYPE};
+use redis_module::raw;
 use redis_module::{Context, InfoContext, RedisResult, RedisString, Status, redis_module};
+use std::os::raw::c_int;
 
-macro_rules! guarded_commands {
-    ($($wrapper:ident => $body:path),* $(,)?) => {
-        $(
-            fn $wrapper(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-                guarded(ctx, args, $body)
-            }
-        )*
+/// Every command: name, body, flags. All take exactly one key, at argv[1].
+macro_rules! commands {
+    ($([$name:literal, $handler:path, $flags:literal]),* $(,)?) => {
+        fn register_commands(ctx: &Context) -> Status {
+            $({
+                extern "C" fn entry(
+                    ctx: *mut raw::RedisModuleCtx,
+                    argv: *mut *mut raw::RedisModuleString,
+                    argc: c_int,
+                ) -> c_int {
+                    unsafe { commands::dispatch(ctx, argv, argc, $handler) }
+                }
+                let created = unsafe {
+                    raw::RedisModule_CreateCommand.expect("CreateCommand")(
+                        ctx.ctx,
+                        concat!($name, "\0").as_ptr().cast(),
+                        Some(entry),
+                        concat!($flags, "\0").as_ptr().cast(),
+                        1,
+                        1,
+                        1,
+                    )
+                };
+                if created != raw::REDISMODULE_OK as c_int {
+                    ctx.log_warning(concat!("seckill: cannot register ", $name));
+                    return Status::Err;
+                }
+            })*
+            Status::Ok
+        }
     };
 }
 
-guarded_commands! {
-    seckill_init => sale::init,
-    seckill_try => sale::try_buy,
-    seckill_info => sale::info,
-    seckill_bought => sale::bought,
-    seckill_restore => sale::restore,
-    lock_acquire => lock::acquire,
-    lock_release => lock::release,
-    lock_extend => lock::extend,
-    lock_info => lock::info,
-    lock_restore => lock::restore,
+commands! {
+    ["seckill.init", sale::init, "write deny-oom fast"],
+    ["seckill.try", sale::try_buy, "write deny-oom fast"],
+    ["seckill.info", sale::info, "readonly fast"],
+    ["seckill.bought", sale::bought, "readonly fast"],
+    ["seckill._restore", sale::restore, "write deny-oom"],
+    ["lock.acquire", lock::acquire, "write deny-oom"],
+    ["lock.release", lock::release, "write fast"],
+    ["lock.extend", lock::extend, "write fast"],
+    ["lock.info", lock::info, "readonly fast"],
+    ["lock._restore", lock::restore, "write deny-oom"],
 }
 
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     // Lets a corrupt or short RDB payload fail the load (RESTORE replies an error) instead
     // of Redis exiting.
     ctx.set_module_options(redis_module::raw::ModuleOptions::HANDLE_IO_ERRORS);
-    Status::Ok
+    register_commands(ctx)
 }
 
 fn info(ctx: &InfoContext, _for_crash_report: bool) {
@@ -76,16 +101,4 @@ redis_module! {
     data_types: [SALE_TYPE, LOCK_TYPE],
     init: init,
     info: info,
-    commands: [
-        ["seckill.init", seckill_init, "write deny-oom fast", 1, 1, 1, ""],
-        ["seckill.try", seckill_try, "write deny-oom fast", 1, 1, 1, ""],
-        ["seckill.info", seckill_info, "readonly fast", 1, 1, 1, ""],
-        ["seckill.bought", seckill_bought, "readonly fast", 1, 1, 1, ""],
-        ["seckill._restore", seckill_restore, "write deny-oom", 1, 1, 1, ""],
-        ["lock.acquire", lock_acquire, "write deny-oom", 1, 1, 1, ""],
-        ["lock.release", lock_release, "write fast", 1, 1, 1, ""],
-        ["lock.extend", lock_extend, "write fast", 1, 1, 1, ""],
-        ["lock.info", lock_info, "readonly fast", 1, 1, 1, ""],
-        ["lock._restore", lock_restore, "write deny-oom", 1, 1, 1, ""],
-    ],
 }

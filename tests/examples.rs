@@ -1,5 +1,5 @@
-//! Runs the Rust and Python client examples against a real server, so they cannot rot.
-//! `make test` builds the Rust example and the Python virtual environment first.
+//! Runs the client examples, and small versions of `make demo` and `make bench`, so that none
+//! of them can rot. `make test` builds the examples and the Python virtual environment first.
 
 mod common;
 
@@ -30,8 +30,7 @@ fn run(program: &Path, args: &[&str]) -> String {
 #[test]
 fn rust_client_example_sells_exactly_the_stock() {
     let server = Server::start();
-    let binary = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/examples/sale");
-    let out = run(&binary, &[&server.url()]);
+    let out = run(&example_binary("sale"), &[&server.url()]);
     assert!(out.contains("10 winners, sold 10 of 10"), "{out}");
 }
 
@@ -46,4 +45,45 @@ fn python_client_example_sells_exactly_the_stock() {
         &[script.to_str().unwrap(), &server.port.to_string()],
     );
     assert!(out.contains("10 winners, sold 10 of 10"), "{out}");
+}
+
+fn example_binary(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/release/examples")
+        .join(name)
+}
+
+#[test]
+fn demo_smoke_run_shows_module_rows_exact() {
+    let out = run(&example_binary("demo"), &["--smoke"]);
+    assert!(
+        out.contains("module rows: exactly 20 sold, 0 oversold, 0 duplicates"),
+        "{out}"
+    );
+    for row in [
+        "1. naive",
+        "2. patched",
+        "3. module: SECKILL.TRY",
+        "4. module: LOCK.ACQUIRE",
+    ] {
+        assert!(out.contains(row), "{row} missing:\n{out}");
+    }
+}
+
+#[test]
+fn bench_smoke_run_writes_table_csv_and_chart() {
+    let dir = std::env::temp_dir().join(format!("seckill-bench-smoke-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = run(
+        &example_binary("bench"),
+        &["--smoke", "--out", dir.to_str().unwrap()],
+    );
+    assert!(out.contains("| SECKILL.TRY success | 16 |"), "{out}");
+    let md = std::fs::read_to_string(dir.join("latest.md")).unwrap();
+    assert!(md.contains("| target | measured | met |"), "{md}");
+    let csv = std::fs::read_to_string(dir.join("latest.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 2 * 10, "{csv}");
+    let png = std::fs::read(dir.join("latest.png")).unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "a PNG chart");
+    let _ = std::fs::remove_dir_all(&dir);
 }

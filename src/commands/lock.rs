@@ -1,7 +1,7 @@
 //! LOCK.* commands: the lock core plus blocking waiters, the handoff timer and replication of
 //! effects (absolute expiry and fence, never the clock-dependent command).
 
-use super::{field_array, int, now_ms, readable_value, split_key, writable_value};
+use super::{field_array, int, now_ms, readable_value, writable_value};
 use crate::args;
 use crate::blocking::{self, Gone, WaiterId};
 use crate::core::lock::{AcquireOutcome, Lock, LockEvent, Waiter};
@@ -173,9 +173,8 @@ pub fn abandon_waiters(entry: &mut LockEntry) {
 }
 
 /// LOCK.ACQUIRE key token ttl_ms [WAIT timeout_ms]
-pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    let (key_name, rest) = split_key(args)?;
-    let parsed = args::acquire(&rest)?;
+pub fn acquire(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+    let parsed = args::acquire(rest)?;
     // MULTI, Lua and replicated streams cannot block: WAIT then acts as no WAIT.
     let may_block = !ctx.get_flags().contains(ContextFlags::DENY_BLOCKING);
     let reply = with_lock(ctx, key_name, true, |ctx, entry| {
@@ -213,9 +212,8 @@ pub fn acquire(ctx: &Context, args: &[RedisString]) -> RedisResult {
 }
 
 /// LOCK.RELEASE key token
-pub fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    let (key_name, rest) = split_key(args)?;
-    let token = args::token_only(&rest)?;
+pub fn release(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+    let token = args::token_only(rest)?;
     let released = with_lock(ctx, key_name, false, |_, entry| {
         entry.lock.release(token, now_ms())
     })?;
@@ -223,9 +221,8 @@ pub fn release(ctx: &Context, args: &[RedisString]) -> RedisResult {
 }
 
 /// LOCK.EXTEND key token ttl_ms
-pub fn extend(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    let (key_name, rest) = split_key(args)?;
-    let (token, ttl_ms) = args::extend(&rest)?;
+pub fn extend(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+    let (token, ttl_ms) = args::extend(rest)?;
     let extended = with_lock(ctx, key_name, false, |_, entry| {
         entry.lock.extend(token, ttl_ms, now_ms())
     })?;
@@ -233,9 +230,8 @@ pub fn extend(ctx: &Context, args: &[RedisString]) -> RedisResult {
 }
 
 /// LOCK.INFO key: read-only, so a replica shows its master's state as of now.
-pub fn info(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    let (key_name, rest) = split_key(args)?;
-    args::key_only(&rest)?;
+pub fn info(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+    args::key_only(rest)?;
     let key = ctx.open_key(key_name);
     let now = now_ms();
     let entry = readable_value::<LockEntry>(&key, &LOCK_TYPE)?;
@@ -258,9 +254,8 @@ pub fn info(ctx: &Context, args: &[RedisString]) -> RedisResult {
 }
 
 /// LOCK._RESTORE key version payload: the replicated and AOF form of every lock change.
-pub fn restore(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    let (key_name, rest) = split_key(args)?;
-    let (version, payload) = args::restore(&rest)?;
+pub fn restore(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+    let (version, payload) = args::restore(rest)?;
     let lock = encoding::decode_lock(payload, version)
         .map_err(|e| RedisError::String(format!("ERR bad lock payload: {}", e.0)))?;
     let key = ctx.open_key_writable(key_name);

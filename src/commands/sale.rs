@@ -1,6 +1,6 @@
 //! SECKILL.* commands.
 
-use super::{field_array, int, readable_value, split_key, writable_value};
+use super::{field_array, int, readable_value, writable_value};
 use crate::args;
 use crate::core::sale::{Sale, SaleError, TryOutcome};
 use crate::persist::{SALE_TYPE, encoding, set_sale};
@@ -27,9 +27,8 @@ impl From<SaleError> for RedisError {
 }
 
 /// SECKILL.INIT key stock [LIMIT n] [REPLACE]
-pub fn init(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    let (key_name, rest) = split_key(args)?;
-    let parsed = args::init(&rest)?;
+pub fn init(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+    let parsed = args::init(rest)?;
     let key = ctx.open_key_writable(key_name);
     if writable_value::<Sale>(&key, &SALE_TYPE)?.is_some() && !parsed.replace {
         return Err(RedisError::Str(
@@ -43,9 +42,8 @@ pub fn init(ctx: &Context, args: &[RedisString]) -> RedisResult {
 }
 
 /// SECKILL.TRY key user [qty]
-pub fn try_buy(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    let (key_name, rest) = split_key(args)?;
-    let (user, qty) = args::try_buy(&rest)?;
+pub fn try_buy(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+    let (user, qty) = args::try_buy(rest)?;
     let key = ctx.open_key_writable(key_name);
     let sale = writable_value::<Sale>(&key, &SALE_TYPE)?.ok_or_else(no_sale)?;
     stats::TRIES.incr();
@@ -69,9 +67,8 @@ pub fn try_buy(ctx: &Context, args: &[RedisString]) -> RedisResult {
 }
 
 /// SECKILL.INFO key
-pub fn info(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    let (key_name, rest) = split_key(args)?;
-    args::key_only(&rest)?;
+pub fn info(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+    args::key_only(rest)?;
     let key = ctx.open_key(key_name);
     let s = readable_value::<Sale>(&key, &SALE_TYPE)?
         .ok_or_else(no_sale)?
@@ -87,18 +84,16 @@ pub fn info(ctx: &Context, args: &[RedisString]) -> RedisResult {
 }
 
 /// SECKILL.BOUGHT key user
-pub fn bought(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    let (key_name, rest) = split_key(args)?;
-    let user = args::user_only(&rest)?;
+pub fn bought(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+    let user = args::user_only(rest)?;
     let key = ctx.open_key(key_name);
     let sale = readable_value::<Sale>(&key, &SALE_TYPE)?.ok_or_else(no_sale)?;
     Ok(int(sale.bought(user)))
 }
 
 /// SECKILL._RESTORE key version payload: written by AOF rewrite; replaces the key's sale.
-pub fn restore(ctx: &Context, args: &[RedisString]) -> RedisResult {
-    let (key_name, rest) = split_key(args)?;
-    let (version, payload) = args::restore(&rest)?;
+pub fn restore(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+    let (version, payload) = args::restore(rest)?;
     let sale = encoding::decode_sale(payload, version)
         .map_err(|e| RedisError::String(format!("ERR bad sale payload: {}", e.0)))?;
     let key = ctx.open_key_writable(key_name);

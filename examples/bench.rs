@@ -1,0 +1,602 @@
+//! `make bench`: the module measured against plain Redis commands on one server, in one run.
+//!
+//! Single-command rows use `redis-benchmark` (`REDIS_BENCHMARK`), all with the same clients,
+//! request count, pipeline depth and random user ids. Rows that need two commands per
+//! operation (lock + unlock) or a measurement redis-benchmark cannot make (memory, handoff
+//! latency) use the small load generators below. Results go to the terminal and to
+//! `<out>/latest.md`, `<out>/latest.csv` and `<out>/latest.png` (default out: bench/results).
+//! `bench --smoke --out DIR` runs a few hundred requests per row (used by `make test`).
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use common::{Server, wait_until};
+use redis::{Connection, Script};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+struct Config {
+    requests: usize,
+    clients: usize,
+    memory_buyers: usize,
+    handoff_samples: usize,
+    out: PathBuf,
+}
+
+/// The seed's Lua seckill: SISMEMBER + GET + DECR + SADD.
+const LUA_SECKILL: &str = "\
+if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then return -2 end
+local stock = tonumber(redis.call('GET', KEYS[1]))
+if stock <= 0 then return -1 end
+redis.call('SADD', KEYS[2], ARGV[1])
+return redis.call('DECR', KEYS[1])";
+
+const COMPARE_AND_DELETE: &str =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+
+/// Users for the limit path: redis-benchmark's `__rand_int__` is 12 zero-padded digits.
+const LIMIT_USERS: usize = 1_000;
+
+fn benchmark_binary() -> String {
+    std::env::var("REDIS_BENCHMARK").unwrap_or_else(|_| "redis-benchmark".to_string())
+}
+
+/// Requests per second of one redis-benchmark run.
+fn redis_benchmark(
+    server: &Server,
+    cfg: &Config,
+    pipeline: usize,
+    keyspace: usize,
+    args: &[&str],
+) -> f64 {
+    let out = Command::new(benchmark_binary())
+        .args(["-h", "127.0.0.1", "-p", &server.port.to_string()])
+        .args([
+            "-n",
+            &cfg.requests.to_string(),
+            "-c",
+            &cfg.clients.to_string(),
+        ])
+        .args([
+            "-P",
+            &pipeline.to_string(),
+            "-r",
+            &keyspace.to_string(),
+            "--csv",
+        ])
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", benchmark_binary()));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "redis-benchmark failed: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = text
+        .lines()
+        .rfind(|l| !l.trim().is_empty())
+        .expect("csv output");
+    last.split(',')
+        .nth(1)
+        .map(|v| v.trim_matches('"').parse().expect("rps"))
+        .expect("rps column")
+}
+
+/// Lock + unlock pairs per second with `clients` threads; `pipeline` commands per round trip.
+fn lock_pairs(server: &Server, cfg: &Config, pipeline: usize, module: bool) -> f64 {
+    let pairs_per_client = (cfg.requests / 2 / cfg.clients).max(1);
+    let batch = (pipeline / 2).max(1);
+    let barrier = Arc::new(Barrier::new(cfg.clients + 1));
+    let threads: Vec<_> = (0..cfg.clients)
+        .map(|client| {
+            let barrier = barrier.clone();
+            let mut con = server.con();
+            std::thread::spawn(move || {
+                let unlock = Script::new(COMPARE_AND_DELETE);
+                let token = format!("token-{client}");
+                barrier.wait();
+                let mut done = 0;
+                while done < pairs_per_client {
+                    let keys: Vec<String> = (0..batch)
+                        .map(|i| {
+                            format!(
+                                "bench:{}:{pipeline}:{client}:{}",
+                                if module { "lock" } else { "setnx" },
+                                done + i
+                            )
+                        })
+                        .collect();
+                    if pipeline == 1 {
+                        lock_unlock_sequential(&mut con, &keys[0], &token, module, &unlock);
+                    } else {
+                        let mut pipe = redis::pipe();
+                        for key in &keys {
+                            if module {
+                                pipe.cmd("LOCK.ACQUIRE").arg(key).arg(&token).arg(60_000);
+                                pipe.cmd("LOCK.RELEASE").arg(key).arg(&token);
+                            } else {
+                                pipe.cmd("SET")
+                                    .arg(key)
+                                    .arg(&token)
+                                    .arg("NX")
+                                    .arg("PX")
+                                    .arg(60_000);
+                                pipe.cmd("EVALSHA")
+                                    .arg(unlock.get_hash())
+                                    .arg(1)
+                                    .arg(key)
+                                    .arg(&token);
+                            }
+                        }
+                        let _: Vec<redis::Value> = pipe.query(&mut con).expect("pipeline");
+                    }
+                    done += batch;
+                }
+                done
+            })
+        })
+        .collect();
+    let mut con = server.con();
+    let _: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(COMPARE_AND_DELETE)
+        .query(&mut con)
+        .unwrap();
+    barrier.wait();
+    let start = Instant::now();
+    let total: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    total as f64 / start.elapsed().as_secs_f64()
+}
+
+fn lock_unlock_sequential(
+    con: &mut Connection,
+    key: &str,
+    token: &str,
+    module: bool,
+    unlock: &Script,
+) {
+    if module {
+        let fence: Option<i64> = redis::cmd("LOCK.ACQUIRE")
+            .arg(key)
+            .arg(token)
+            .arg(60_000)
+            .query(con)
+            .unwrap();
+        assert!(fence.is_some());
+        let released: i64 = redis::cmd("LOCK.RELEASE")
+            .arg(key)
+            .arg(token)
+            .query(con)
+            .unwrap();
+        assert_eq!(released, 1);
+    } else {
+        let ok: Option<String> = redis::cmd("SET")
+            .arg(key)
+            .arg(token)
+            .arg("NX")
+            .arg("PX")
+            .arg(60_000)
+            .query(con)
+            .unwrap();
+        assert!(ok.is_some());
+        let released: i64 = unlock.key(key).arg(token).invoke(con).unwrap();
+        assert_eq!(released, 1);
+    }
+}
+
+fn used_memory(con: &mut Connection) -> i64 {
+    let text: String = redis::cmd("INFO").arg("memory").query(con).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Bytes per 10-byte user id: (SET member, sale buyer).
+fn memory_per_buyer(server: &Server, buyers: usize) -> (f64, f64) {
+    let mut con = server.con();
+    // Keys of earlier rows expire as they please; measure on an empty keyspace.
+    let _: () = redis::cmd("FLUSHALL").query(&mut con).unwrap();
+    let ids: Vec<String> = (0..buyers).map(|i| format!("m{i:09}")).collect();
+    let mut measure = |build: &dyn Fn(&mut redis::Pipeline, &str)| {
+        let before = used_memory(&mut con);
+        for chunk in ids.chunks(1_000) {
+            let mut pipe = redis::pipe();
+            for id in chunk {
+                build(&mut pipe, id);
+            }
+            let _: Vec<i64> = pipe.query(&mut con).unwrap();
+        }
+        (used_memory(&mut con) - before) as f64 / buyers as f64
+    };
+    let set = measure(&|pipe, id| {
+        pipe.cmd("SADD").arg("mem:set").arg(id);
+    });
+    let mut init = server.con();
+    let _: () = redis::cmd("SECKILL.INIT")
+        .arg("mem:sale")
+        .arg(buyers)
+        .query(&mut init)
+        .unwrap();
+    let sale = measure(&|pipe, id| {
+        pipe.cmd("SECKILL.TRY").arg("mem:sale").arg(id);
+    });
+    (set, sale)
+}
+
+/// Release-to-granted latencies in ms: LOCK.ACQUIRE WAIT vs a client polling every 10 ms.
+fn handoff_latency(server: &Server, samples: usize, module: bool) -> Vec<f64> {
+    let mut holder = server.con();
+    let unlock = Script::new(COMPARE_AND_DELETE);
+    (0..samples)
+        .map(|i| {
+            let key = format!("handoff:{}:{i}", if module { "wait" } else { "poll" });
+            let mut waiter = server.con();
+            let waiter_key = key.clone();
+            let thread = if module {
+                let _: Option<i64> = redis::cmd("LOCK.ACQUIRE")
+                    .arg(&key)
+                    .arg("holder")
+                    .arg(60_000)
+                    .query(&mut holder)
+                    .unwrap();
+                let t = std::thread::spawn(move || {
+                    let fence: Option<i64> = redis::cmd("LOCK.ACQUIRE")
+                        .arg(&waiter_key)
+                        .arg("waiter")
+                        .arg(60_000)
+                        .arg("WAIT")
+                        .arg(10_000)
+                        .query(&mut waiter)
+                        .unwrap();
+                    assert!(fence.is_some());
+                    Instant::now()
+                });
+                wait_until(Duration::from_secs(5), "waiter queued", || {
+                    let info: Vec<redis::Value> = redis::cmd("LOCK.INFO")
+                        .arg(&key)
+                        .query(&mut holder)
+                        .unwrap();
+                    info[7] == redis::Value::Int(1)
+                });
+                t
+            } else {
+                let _: Option<String> = redis::cmd("SET")
+                    .arg(&key)
+                    .arg("holder")
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(60_000)
+                    .query(&mut holder)
+                    .unwrap();
+                let t = std::thread::spawn(move || {
+                    loop {
+                        let got: Option<String> = redis::cmd("SET")
+                            .arg(&waiter_key)
+                            .arg("waiter")
+                            .arg("NX")
+                            .arg("PX")
+                            .arg(60_000)
+                            .query(&mut waiter)
+                            .unwrap();
+                        if got.is_some() {
+                            return Instant::now();
+                        }
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                });
+                // Release at a point uncorrelated with the poller's 10 ms rhythm.
+                std::thread::sleep(Duration::from_millis(15 + (i as u64 * 7) % 10));
+                t
+            };
+            let released_at = Instant::now();
+            if module {
+                let _: i64 = redis::cmd("LOCK.RELEASE")
+                    .arg(&key)
+                    .arg("holder")
+                    .query(&mut holder)
+                    .unwrap();
+            } else {
+                let _: i64 = unlock.key(&key).arg("holder").invoke(&mut holder).unwrap();
+            }
+            let granted_at = thread.join().unwrap();
+            granted_at.duration_since(released_at).as_secs_f64() * 1_000.0
+        })
+        .collect()
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+struct Row {
+    name: String,
+    pipeline: usize,
+    ops: f64,
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let smoke = args.iter().any(|a| a == "--smoke");
+    let out = args
+        .iter()
+        .position(|a| a == "--out")
+        .map(|i| PathBuf::from(&args[i + 1]))
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/results"));
+    let cfg = if smoke {
+        Config {
+            requests: 300,
+            clients: 10,
+            memory_buyers: 1_000,
+            handoff_samples: 3,
+            out,
+        }
+    } else {
+        Config {
+            requests: 300_000,
+            clients: 50,
+            memory_buyers: 1_000_000,
+            handoff_samples: 100,
+            out,
+        }
+    };
+    std::fs::create_dir_all(&cfg.out).expect("create output dir");
+
+    let server = Server::start_with(&["--maxclients", "10000"]);
+    let mut con = server.con();
+    let version: String = redis::cmd("INFO").arg("server").query(&mut con).unwrap();
+    let version = version
+        .lines()
+        .find(|l| l.starts_with("redis_version:") || l.starts_with("valkey_version:"))
+        .unwrap_or("unknown")
+        .to_string();
+    let sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(LUA_SECKILL)
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("bench:lua:stock")
+        .arg(1_000_000_000_000i64)
+        .query(&mut con)
+        .unwrap();
+    for (key, stock) in [
+        ("bench:sale", 1_000_000_000_000i64),
+        ("bench:soldout", 0),
+        ("bench:limit", 1_000_000_000_000),
+    ] {
+        let _: () = redis::cmd("SECKILL.INIT")
+            .arg(key)
+            .arg(stock)
+            .query(&mut con)
+            .unwrap();
+    }
+    let mut pipe = redis::pipe();
+    for i in 0..LIMIT_USERS {
+        pipe.cmd("SECKILL.TRY")
+            .arg("bench:limit")
+            .arg(format!("user:{i:012}"));
+    }
+    let _: Vec<i64> = pipe.query(&mut con).unwrap();
+
+    let keyspace = 100_000_000;
+    let cases: Vec<(&str, usize, Vec<&str>)> = vec![
+        ("PING", keyspace, vec!["PING"]),
+        ("INCR", keyspace, vec!["INCR", "bench:counter"]),
+        (
+            "SADD random member",
+            keyspace,
+            vec!["SADD", "bench:set", "user:__rand_int__"],
+        ),
+        (
+            "SET NX PX random key",
+            keyspace,
+            vec!["SET", "bench:key:__rand_int__", "v", "NX", "PX", "60000"],
+        ),
+        (
+            "Lua seckill (EVALSHA)",
+            keyspace,
+            vec![
+                "EVALSHA",
+                &sha,
+                "2",
+                "bench:lua:stock",
+                "bench:lua:buyers",
+                "user:__rand_int__",
+            ],
+        ),
+        (
+            "SECKILL.TRY success",
+            keyspace,
+            vec!["SECKILL.TRY", "bench:sale", "user:__rand_int__"],
+        ),
+        (
+            "SECKILL.TRY sold out",
+            keyspace,
+            vec!["SECKILL.TRY", "bench:soldout", "user:__rand_int__"],
+        ),
+        (
+            "SECKILL.TRY over limit",
+            LIMIT_USERS,
+            vec!["SECKILL.TRY", "bench:limit", "user:__rand_int__"],
+        ),
+    ];
+    let mut rows = Vec::new();
+    for pipeline in [1, 16] {
+        for (name, space, argv) in &cases {
+            let ops = redis_benchmark(&server, &cfg, pipeline, *space, argv);
+            println!("-P {pipeline:<2} {name:<28} {ops:>12.0} ops/s");
+            rows.push(Row {
+                name: name.to_string(),
+                pipeline,
+                ops,
+            });
+        }
+        for (name, module) in [
+            ("SET NX PX + Lua unlock (cmds)", false),
+            ("LOCK.ACQUIRE + RELEASE (cmds)", true),
+        ] {
+            let ops = 2.0 * lock_pairs(&server, &cfg, pipeline, module);
+            println!("-P {pipeline:<2} {name:<28} {ops:>12.0} ops/s");
+            rows.push(Row {
+                name: name.to_string(),
+                pipeline,
+                ops,
+            });
+        }
+    }
+    let (set_bytes, buyer_bytes) = memory_per_buyer(&server, cfg.memory_buyers);
+    let mut wait = handoff_latency(&server, cfg.handoff_samples, true);
+    let mut poll = handoff_latency(&server, cfg.handoff_samples, false);
+    wait.sort_by(f64::total_cmp);
+    poll.sort_by(f64::total_cmp);
+
+    let find = |name: &str, p: usize| {
+        rows.iter()
+            .find(|r| r.name == name && r.pipeline == p)
+            .unwrap()
+            .ops
+    };
+    let mut md = String::new();
+    writeln!(md, "# seckill benchmark\n").unwrap();
+    writeln!(md, "Server `{version}`, {} cores, {} requests per row, {} clients, random user ids from a keyspace of {keyspace} \
+        (the over-limit row: {LIMIT_USERS} users who all bought already). Persistence off.\n",
+        std::thread::available_parallelism().map_or(0, |n| n.get()), cfg.requests, cfg.clients).unwrap();
+    writeln!(md, "| row | -P | ops/s | vs INCR | vs Lua seckill |").unwrap();
+    writeln!(md, "| --- | ---: | ---: | ---: | ---: |").unwrap();
+    let mut csv = String::from("row,pipeline,ops,vs_incr,vs_lua\n");
+    for r in &rows {
+        let (incr, lua) = (
+            find("INCR", r.pipeline),
+            find("Lua seckill (EVALSHA)", r.pipeline),
+        );
+        writeln!(
+            md,
+            "| {} | {} | {:.0} | {:.2}x | {:.2}x |",
+            r.name,
+            r.pipeline,
+            r.ops,
+            r.ops / incr,
+            r.ops / lua
+        )
+        .unwrap();
+        writeln!(
+            csv,
+            "{},{},{:.0},{:.4},{:.4}",
+            r.name,
+            r.pipeline,
+            r.ops,
+            r.ops / incr,
+            r.ops / lua
+        )
+        .unwrap();
+    }
+    writeln!(md, "\nLock rows count commands (two per lock + unlock) from the Rust load generator in `examples/bench.rs`; \
+        the others are `redis-benchmark` runs.\n").unwrap();
+    writeln!(md, "| memory, {} ten-byte ids | bytes per id |\n| --- | ---: |\n| SET member | {set_bytes:.1} |\n| SECKILL buyer | {buyer_bytes:.1} |\n",
+        cfg.memory_buyers).unwrap();
+    writeln!(
+        md,
+        "| lock handoff, release to grant ({} samples) | p50 ms | p99 ms |\n| --- | ---: | ---: |",
+        cfg.handoff_samples
+    )
+    .unwrap();
+    writeln!(
+        md,
+        "| LOCK.ACQUIRE WAIT | {:.3} | {:.3} |",
+        percentile(&wait, 0.5),
+        percentile(&wait, 0.99)
+    )
+    .unwrap();
+    writeln!(
+        md,
+        "| SET NX polling every 10 ms | {:.3} | {:.3} |\n",
+        percentile(&poll, 0.5),
+        percentile(&poll, 0.99)
+    )
+    .unwrap();
+
+    let targets = [
+        (
+            "SECKILL.TRY success >= 1.0x SADD at -P 16",
+            find("SECKILL.TRY success", 16) / find("SADD random member", 16),
+            1.0,
+        ),
+        (
+            "SECKILL.TRY success >= 2.5x Lua seckill at -P 16",
+            find("SECKILL.TRY success", 16) / find("Lua seckill (EVALSHA)", 16),
+            2.5,
+        ),
+        (
+            "SECKILL.TRY sold out >= 0.9x INCR at -P 1",
+            find("SECKILL.TRY sold out", 1) / find("INCR", 1),
+            0.9,
+        ),
+        (
+            "SECKILL.TRY sold out >= 0.9x INCR at -P 16",
+            find("SECKILL.TRY sold out", 16) / find("INCR", 16),
+            0.9,
+        ),
+        (
+            "SECKILL.TRY over limit >= 0.9x INCR at -P 1",
+            find("SECKILL.TRY over limit", 1) / find("INCR", 1),
+            0.9,
+        ),
+        (
+            "SECKILL.TRY over limit >= 0.9x INCR at -P 16",
+            find("SECKILL.TRY over limit", 16) / find("INCR", 16),
+            0.9,
+        ),
+        (
+            "memory per buyer below a SET member",
+            set_bytes / buyer_bytes,
+            1.0,
+        ),
+    ];
+    writeln!(md, "| target | measured | met |\n| --- | ---: | --- |").unwrap();
+    for (name, ratio, goal) in targets {
+        writeln!(
+            md,
+            "| {name} | {ratio:.2}x | {} |",
+            if ratio >= goal { "yes" } else { "**no**" }
+        )
+        .unwrap();
+    }
+    if smoke {
+        writeln!(
+            md,
+            "\n(smoke run: too few requests for the figures to mean anything)"
+        )
+        .unwrap();
+    }
+    println!("\n{md}");
+    std::fs::write(cfg.out.join("latest.md"), &md).unwrap();
+    std::fs::write(cfg.out.join("latest.csv"), &csv).unwrap();
+    chart(&cfg.out);
+}
+
+/// Draws the ratio chart with bench/chart.py (matplotlib, from the project's .venv).
+fn chart(out: &Path) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let python = std::env::var("SECKILL_PYTHON")
+        .map_or_else(|_| root.join(".venv/bin/python"), PathBuf::from);
+    let status = Command::new(&python)
+        .arg(root.join("bench/chart.py"))
+        .arg(out.join("latest.csv"))
+        .arg(out.join("latest.png"))
+        .status()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run {} (make venv installs it): {e}",
+                python.display()
+            )
+        });
+    assert!(status.success(), "bench/chart.py failed");
+    println!("chart: {}", out.join("latest.png").display());
+}
