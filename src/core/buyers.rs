@@ -2,22 +2,30 @@
 //!
 //! A flash sale records one entry per distinct buyer, possibly millions of them, so the table
 //! is laid out for memory rather than generality. Every record lives in one append-only arena
-//! (`varint(len) | user bytes | qty as u64 LE`) in insertion order, and the hash table holds only
-//! the record's 8-byte arena offset. A 10-byte user id costs about 19 arena bytes plus one
-//! table slot, against ~61 bytes for a member of a Redis SET. Insertion order is kept, so
-//! encodings and digests are the same on a master and on its replicas.
+//! (`varint(len) | user bytes | qty`) in insertion order, and the hash table holds only the
+//! record's 8-byte arena offset. `qty` takes just the bytes the sale's LIMIT needs, none at all
+//! for the default LIMIT 1 (a recorded buyer holds exactly one unit). A 10-byte user id then
+//! costs 11 arena bytes plus one table slot, against ~61 bytes for a member of a Redis SET.
+//! Insertion order is kept, so encodings and digests match on a master and its replicas.
 
 use hashbrown::{DefaultHashBuilder, HashTable};
 use std::hash::BuildHasher;
 
-const QTY_BYTES: usize = 8;
-
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Buyers {
     arena: Vec<u8>,
     offsets: HashTable<u64>,
     hasher: DefaultHashBuilder,
     total_units: u64,
+    /// Little-endian bytes of each record's qty: 0, 1, 2, 4 or 8.
+    qty_width: usize,
+}
+
+impl Default for Buyers {
+    /// A table for any quantity up to u64::MAX.
+    fn default() -> Buyers {
+        Buyers::for_limit(u64::MAX)
+    }
 }
 
 /// Appends `value` as an LEB128 varint.
@@ -55,13 +63,39 @@ fn record_at(arena: &[u8], start: u64) -> (&[u8], usize) {
     (&arena[pos..pos + len], pos + len)
 }
 
-fn qty_at(arena: &[u8], qty_pos: usize) -> u64 {
-    let mut raw = [0u8; QTY_BYTES];
-    raw.copy_from_slice(&arena[qty_pos..qty_pos + QTY_BYTES]);
-    u64::from_le_bytes(raw)
-}
-
 impl Buyers {
+    /// A table whose buyers never hold more than `limit` units.
+    pub fn for_limit(limit: u64) -> Buyers {
+        let qty_width = match limit {
+            0 | 1 => 0,
+            2..=0xff => 1,
+            0x100..=0xffff => 2,
+            0x1_0000..=0xffff_ffff => 4,
+            _ => 8,
+        };
+        Buyers {
+            arena: Vec::new(),
+            offsets: HashTable::new(),
+            hasher: DefaultHashBuilder::default(),
+            total_units: 0,
+            qty_width,
+        }
+    }
+
+    fn qty_at(&self, qty_pos: usize) -> u64 {
+        if self.qty_width == 0 {
+            return 1;
+        }
+        let mut raw = [0u8; 8];
+        raw[..self.qty_width].copy_from_slice(&self.arena[qty_pos..qty_pos + self.qty_width]);
+        u64::from_le_bytes(raw)
+    }
+
+    fn put_qty(&mut self, qty_pos: usize, qty: u64) {
+        let width = self.qty_width;
+        self.arena[qty_pos..qty_pos + width].copy_from_slice(&qty.to_le_bytes()[..width]);
+    }
+
     pub fn len(&self) -> usize {
         self.offsets.len()
     }
@@ -85,22 +119,25 @@ impl Buyers {
 
     /// Units held by `user` (0 when the user never bought).
     pub fn get(&self, user: &[u8]) -> u64 {
-        self.find(user).map_or(0, |pos| qty_at(&self.arena, pos))
+        self.find(user).map_or(0, |pos| self.qty_at(pos))
     }
 
-    /// Adds `qty` units to `user`, creating the record on first purchase.
+    /// Adds `qty` units to `user`, creating the record on first purchase. The caller keeps
+    /// every buyer within the limit the table was made for.
     pub fn add(&mut self, user: &[u8], qty: u64) {
         self.total_units += qty;
         if let Some(pos) = self.find(user) {
-            let held = qty_at(&self.arena, pos) + qty;
-            self.arena[pos..pos + QTY_BYTES].copy_from_slice(&held.to_le_bytes());
+            let held = self.qty_at(pos) + qty;
+            debug_assert!(self.qty_width == 8 || held < 1 << (8 * self.qty_width));
+            self.put_qty(pos, held);
             return;
         }
+        debug_assert!(self.qty_width == 8 || qty < 1 << (8 * self.qty_width).max(1));
         self.insert_new(user, qty);
     }
 
     fn insert_new(&mut self, user: &[u8], qty: u64) {
-        let needed = 10 + user.len() + QTY_BYTES;
+        let needed = 10 + user.len() + self.qty_width;
         if self.arena.capacity() - self.arena.len() < needed {
             // Grow by half instead of doubling: the arena is most of a large sale's memory.
             let extra = needed.max(self.arena.len() / 2).max(256);
@@ -109,7 +146,8 @@ impl Buyers {
         let start = self.arena.len() as u64;
         put_varint(&mut self.arena, user.len() as u64);
         self.arena.extend_from_slice(user);
-        self.arena.extend_from_slice(&qty.to_le_bytes());
+        self.arena
+            .extend_from_slice(&qty.to_le_bytes()[..self.qty_width]);
 
         let hash = self.hasher.hash_one(user);
         let (arena, hasher) = (&self.arena, &self.hasher);
@@ -126,8 +164,8 @@ impl Buyers {
                 return None;
             }
             let (user, qty_pos) = record_at(&self.arena, pos as u64);
-            pos = qty_pos + QTY_BYTES;
-            Some((user, qty_at(&self.arena, qty_pos)))
+            pos = qty_pos + self.qty_width;
+            Some((user, self.qty_at(qty_pos)))
         })
     }
 
@@ -139,7 +177,7 @@ impl Buyers {
     /// Pre-sizes for `count` buyers whose ids take `user_bytes` in total (used when loading).
     pub fn reserve(&mut self, count: usize, user_bytes: usize) {
         self.arena
-            .reserve_exact(user_bytes + count * (QTY_BYTES + 2));
+            .reserve_exact(user_bytes + count * (self.qty_width + 2));
         let (arena, hasher) = (&self.arena, &self.hasher);
         self.offsets
             .reserve(count, |&offset| hasher.hash_one(record_at(arena, offset).0));
@@ -200,6 +238,32 @@ mod tests {
                 (b"".to_vec(), 1)
             ]
         );
+    }
+
+    #[test]
+    fn quantities_use_the_width_the_limit_needs() {
+        for (limit, width, top) in [
+            (1, 0, 1),
+            (2, 1, 2),
+            (255, 1, 255),
+            (256, 2, 65_535),
+            (65_536, 4, u32::MAX as u64),
+            (u32::MAX as u64 + 1, 8, u64::MAX / 2),
+        ] {
+            let mut buyers = Buyers::for_limit(limit);
+            assert_eq!(buyers.qty_width, width, "limit {limit}");
+            buyers.add(b"first", 1);
+            buyers.add(b"top", top.min(limit));
+            buyers.add(b"after", 1);
+            assert_eq!(buyers.get(b"first"), 1);
+            assert_eq!(buyers.get(b"top"), top.min(limit));
+            assert_eq!(buyers.get(b"after"), 1);
+            let all: Vec<u64> = buyers.iter().map(|(_, q)| q).collect();
+            assert_eq!(all, vec![1, top.min(limit), 1]);
+        }
+        let mut one = Buyers::for_limit(1);
+        one.add(b"0123456789", 1);
+        assert_eq!(one.arena.len(), 11, "LIMIT 1 stores no quantity");
     }
 
     #[test]

@@ -39,7 +39,7 @@ pub struct SaleSummary {
     pub sold_out: bool,
 }
 
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Sale {
     stock: u64,
     limit: u64,
@@ -57,7 +57,7 @@ impl Sale {
         Ok(Sale {
             stock,
             limit,
-            buyers: Buyers::default(),
+            buyers: Buyers::for_limit(limit),
         })
     }
 
