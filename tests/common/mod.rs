@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -114,7 +115,15 @@ impl Server {
             .map(|s| s.to_string())
             .collect();
             args.extend(self.extra.iter().cloned());
-            let mut child = Command::new(server_binary())
+            let mut command = Command::new(server_binary());
+            // If this process dies without unwinding (SIGKILL, abort), the server dies too.
+            unsafe {
+                command.pre_exec(|| {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                    Ok(())
+                });
+            }
+            let mut child = command
                 .args(&args)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
@@ -146,6 +155,11 @@ impl Server {
             .and_then(|c| c.get_connection())
             .and_then(|mut con| redis::cmd("PING").query::<String>(&mut con))
             .is_ok_and(|pong| pong == "PONG")
+    }
+
+    /// The server's process id (to pin it to a core in benchmarks).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     pub fn url(&self) -> String {
