@@ -10,7 +10,7 @@ APT_PACKAGES := redis-server redis-tools clang libclang-dev
 
 export REDIS_SERVER REDIS_CLI
 
-.PHONY: all deps build run test test-valkey unit demo bench fmt lint clean venv examples
+.PHONY: all deps build run test test-valkey unit demo bench soak fmt lint clean venv examples
 
 all: build
 
@@ -68,6 +68,10 @@ demo: build examples
 bench: build venv examples
 	@command -v $${REDIS_BENCHMARK:-redis-benchmark} >/dev/null 2>&1 || { echo "redis-benchmark is missing: apt-get install redis-tools"; exit 1; }
 	./target/release/examples/bench
+
+# The long versions of the reliability cases (tests/reliability.rs), one at a time.
+soak: build
+	SECKILL_SOAK=1 cargo test --release --test reliability -- --test-threads 1 --nocapture
 
 unit:
 	cargo test --release --lib

@@ -47,7 +47,9 @@ fn options<'a>(
 ) -> ArgResult<()> {
     let mut i = 0;
     while i < rest.len() {
-        let name = String::from_utf8_lossy(rest[i]).to_ascii_uppercase();
+        let name = std::str::from_utf8(rest[i])
+            .map(str::to_ascii_uppercase)
+            .map_err(|_| unknown_option(rest[i]))?;
         let consumed = on_option(&name, rest.get(i + 1).copied())?;
         i += if consumed { 2 } else { 1 };
     }
@@ -58,8 +60,25 @@ fn value_of<'a>(name: &str, value: Option<&'a [u8]>) -> ArgResult<&'a [u8]> {
     value.ok_or_else(|| ArgError::Invalid(format!("ERR {name} needs a value")))
 }
 
-fn unknown_option(name: &str) -> ArgError {
-    ArgError::Invalid(format!("ERR unknown option '{name}'"))
+/// Client bytes as they may appear inside an error reply: printable ASCII as is, anything
+/// else (NUL, CR, LF, non-UTF-8) as `\xNN`, at most 64 bytes of it.
+pub fn printable(raw: &[u8]) -> String {
+    let mut out = String::new();
+    for &byte in raw.iter().take(64) {
+        if byte.is_ascii_graphic() || byte == b' ' {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("\\x{byte:02x}"));
+        }
+    }
+    if raw.len() > 64 {
+        out.push_str("...");
+    }
+    out
+}
+
+fn unknown_option(raw: &[u8]) -> ArgError {
+    ArgError::Invalid(format!("ERR unknown option '{}'", printable(raw)))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,7 +105,7 @@ pub fn init(rest: &[&[u8]]) -> ArgResult<InitArgs> {
             parsed.replace = true;
             Ok(false)
         }
-        _ => Err(unknown_option(name)),
+        _ => Err(unknown_option(name.as_bytes())),
     })?;
     Ok(parsed)
 }
@@ -153,7 +172,7 @@ pub fn acquire<'a>(rest: &[&'a [u8]]) -> ArgResult<AcquireArgs<'a>> {
             )?);
             Ok(true)
         }
-        _ => Err(unknown_option(name)),
+        _ => Err(unknown_option(name.as_bytes())),
     })?;
     Ok(parsed)
 }
@@ -226,6 +245,22 @@ mod tests {
             Err(invalid(
                 "ERR n must be an integer between 0 and 9223372036854775807"
             ))
+        );
+    }
+
+    #[test]
+    fn unknown_options_are_quoted_safely() {
+        assert_eq!(
+            init(&[b"1", b"A\x00\r\n\xfd"]),
+            Err(invalid("ERR unknown option 'A\\x00\\x0d\\x0a\\xfd'"))
+        );
+        let long = vec![b'z'; 100];
+        let Err(ArgError::Invalid(message)) = acquire(&[b"t", b"1", &long]) else {
+            panic!("a long unknown option is an error");
+        };
+        assert!(
+            message.ends_with("...'") && message.len() < 100,
+            "{message}"
         );
     }
 

@@ -36,16 +36,25 @@ fn with_blocked<R>(f: impl FnOnce(&mut HashMap<WaiterId, Blocked>) -> R) -> R {
     f(guard.get_or_insert_with(HashMap::new))
 }
 
+/// Longer waits than this (about 31 years) are waits without limit: Redis adds the timeout to
+/// the clock, and a huge one would overflow there.
+const LONGEST_TIMEOUT_MS: u64 = 1_000_000_000_000;
+
 /// Blocks the calling client until [`wake`], or `timeout_ms` (0: no limit), or disconnect.
 /// The command must then reply `RedisValue::NoReply`.
 pub fn block(ctx: &Context, timeout_ms: u64, on_gone: OnGone) -> WaiterId {
+    let timeout_ms = if timeout_ms > LONGEST_TIMEOUT_MS {
+        0
+    } else {
+        timeout_ms
+    };
     let handle = unsafe {
         raw::RedisModule_BlockClient.expect("RedisModule_BlockClient")(
             ctx.ctx,
             Some(reply_woken),
             Some(reply_timed_out),
             Some(free_reply),
-            timeout_ms.min(i64::MAX as u64) as i64,
+            timeout_ms as i64,
         )
     };
     unsafe {

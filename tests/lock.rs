@@ -544,3 +544,47 @@ fn lock_counters() {
     assert_eq!(info_counter(&mut con, "lock_contended"), 1);
     assert_eq!(info_counter(&mut con, "lock_waited"), 0);
 }
+
+#[test]
+fn huge_ttl_and_wait_values_do_not_hang_the_server() {
+    // A TTL near i64::MAX once armed a handoff timer that overflowed Redis' clock and fired
+    // forever, freezing the server; found by the argv fuzzer in tests/reliability.rs.
+    let server = Server::start();
+    let mut con = server.con();
+    // A frozen server must fail this test, not hang it.
+    con.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let max = "9223372036854775807";
+    assert_eq!(int(&mut con, &["LOCK.ACQUIRE", "h", "holder", max]), 1);
+    let mut waiter = server.con();
+    let blocked = std::thread::spawn(move || acquire(&mut waiter, "h", "w", 1_000, Some(150)));
+    wait_until(Duration::from_secs(5), "waiter queued", || {
+        waiters(&mut con, "h") == 1
+    });
+    assert_eq!(
+        blocked.join().unwrap(),
+        None,
+        "the waiter times out normally"
+    );
+    let mut forever = server.con();
+    let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut forever).unwrap();
+    let blocked = std::thread::spawn(move || {
+        let mut cmd = redis::cmd("LOCK.ACQUIRE");
+        cmd.arg("h").arg("w2").arg(1_000).arg("WAIT").arg(max);
+        cmd.query::<Option<i64>>(&mut forever).unwrap()
+    });
+    wait_until(Duration::from_secs(5), "second waiter queued", || {
+        waiters(&mut con, "h") == 1
+    });
+    let pong: String = redis::cmd("PING").query(&mut con).unwrap();
+    assert_eq!(pong, "PONG", "the server still answers");
+    assert!(
+        lock_info(&mut con, "h").1 > 1_000_000_000,
+        "the TTL is kept"
+    );
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("UNBLOCK")
+        .arg(id)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(blocked.join().unwrap(), None);
+}

@@ -75,6 +75,15 @@ fn in_db<R>(ctx: &Context, db: i32, f: impl FnOnce() -> R) -> R {
     out
 }
 
+/// Longest single timer: Redis adds the delay to its microsecond clock, and a TTL near
+/// i64::MAX ms would overflow there and fire at once, forever. A timer that fires before the
+/// holder expired just arms the next one.
+const LONGEST_TIMER_MS: u64 = 24 * 60 * 60 * 1000;
+
+fn timer_delay(due_at_ms: u64, now_ms: u64) -> Duration {
+    Duration::from_millis(due_at_ms.saturating_sub(now_ms).clamp(1, LONGEST_TIMER_MS))
+}
+
 /// Wakes granted waiters, counts, re-arms the handoff timer, and replicates the new state if
 /// it changed, as `LOCK._RESTORE` with absolute times so replicas need no clock.
 fn finish(ctx: &Context, key_name: &RedisString, entry: &mut LockEntry, before: &[u8]) {
@@ -97,8 +106,7 @@ fn finish(ctx: &Context, key_name: &RedisString, entry: &mut LockEntry, before: 
             db: selected_db(ctx),
             key: key_name.as_slice().to_vec(),
         };
-        let delay = Duration::from_millis(due_at.saturating_sub(now_ms()));
-        ctx.create_timer(delay, on_handoff_timer, home);
+        ctx.create_timer(timer_delay(due_at, now_ms()), on_handoff_timer, home);
     }
     let after = encoding::encode_lock(&entry.lock);
     if after != before {

@@ -74,6 +74,13 @@ pub unsafe fn dispatch(
         }
         _ => Err(RedisError::WrongArity),
     };
+    // The crate turns error text into a C string: a NUL in it would panic outside the guard.
+    let result = result.map_err(|e| match e {
+        RedisError::String(text) if text.contains('\0') => {
+            RedisError::String(text.replace('\0', "\\x00"))
+        }
+        other => other,
+    });
     ctx.reply(result) as c_int
 }
 

@@ -249,6 +249,11 @@ pub fn error(con: &mut redis::Connection, args: &[&str]) -> String {
 
 /// A flat `[name, value, ...]` reply as (name, integer) pairs; non-integers become -999.
 pub fn fields(con: &mut redis::Connection, args: &[&str]) -> Vec<(String, i64)> {
+    fields_on(con, args)
+}
+
+/// [`fields`] over any connection kind (a cluster connection, say).
+pub fn fields_on(con: &mut impl redis::ConnectionLike, args: &[&str]) -> Vec<(String, i64)> {
     let cmd = command(args);
     let reply: Vec<redis::Value> = cmd.query(con).unwrap_or_else(|e| panic!("{args:?}: {e}"));
     reply
@@ -270,6 +275,20 @@ pub fn field(con: &mut redis::Connection, args: &[&str], name: &str) -> i64 {
         .find(|(n, _)| n == name)
         .unwrap_or_else(|| panic!("{args:?} has no field {name}"))
         .1
+}
+
+/// The server's `used_memory`.
+pub fn used_memory(con: &mut redis::Connection) -> i64 {
+    let text: String = redis::cmd("INFO")
+        .arg("memory")
+        .query(con)
+        .expect("INFO memory");
+    text.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .expect("used_memory")
+        .trim()
+        .parse()
+        .expect("integer")
 }
 
 /// One `seckill_*` counter from `INFO seckill`.
