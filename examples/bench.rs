@@ -10,7 +10,7 @@
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use common::{Server, wait_until};
+use common::{Server, used_memory, wait_until};
 use redis::{Connection, Script};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -222,16 +222,6 @@ fn lock_unlock_sequential(
         let released: i64 = unlock.key(key).arg(token).invoke(con).unwrap();
         assert_eq!(released, 1);
     }
-}
-
-fn used_memory(con: &mut Connection) -> i64 {
-    let text: String = redis::cmd("INFO").arg("memory").query(con).unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
 }
 
 /// Bytes per 10-byte user id: (SET member, sale buyer).

@@ -500,15 +500,7 @@ fn buyer_costs_less_memory_than_a_set_member() {
     const USERS: usize = 100_000;
     let server = Server::start();
     let mut con = server.con();
-    let used = |con: &mut redis::Connection| -> i64 {
-        let text: String = redis::cmd("INFO").arg("memory").query(con).unwrap();
-        text.lines()
-            .find_map(|l| l.strip_prefix("used_memory:"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap()
-    };
+    let used = common::used_memory;
     let ids: Vec<String> = (0..USERS).map(|i| format!("u{i:09}")).collect();
     assert!(ids.iter().all(|id| id.len() == 10));
 
