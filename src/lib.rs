@@ -73,6 +73,13 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     register_commands(ctx)
 }
 
+#[redis_module_macros::flush_event_handler]
+fn on_flush(ctx: &Context, event: redis_module::server_events::FlushSubevent) {
+    if event == redis_module::server_events::FlushSubevent::Ended {
+        lock::release_orphaned_waiters(ctx);
+    }
+}
+
 fn info(ctx: &InfoContext, _for_crash_report: bool) {
     // An empty section name makes Redis use the module's own, so `INFO seckill` shows it
     // and every field is prefixed `seckill_`.

@@ -398,6 +398,30 @@ fn deleting_a_lock_answers_its_waiters_with_nil() {
 }
 
 #[test]
+fn flushing_the_database_answers_waiters_with_nil() {
+    let server = Server::start();
+    let mut con = server.con();
+    let _: () = redis::cmd("SELECT").arg(3).query(&mut con).unwrap();
+    acquire(&mut con, "d", "holder", 60_000, None);
+    let mut waiter = server.con();
+    let _: () = redis::cmd("SELECT").arg(3).query(&mut waiter).unwrap();
+    let thread = std::thread::spawn(move || acquire(&mut waiter, "d", "w", 1_000, Some(0)));
+    wait_until(Duration::from_secs(5), "waiter queued", || {
+        waiters(&mut con, "d") == 1
+    });
+    // A flush of another database leaves the waiter alone.
+    let mut other = server.con();
+    let _: () = redis::cmd("FLUSHDB").query(&mut other).unwrap();
+    assert_eq!(waiters(&mut con, "d"), 1);
+    assert_eq!(info_counter(&mut con, "lock_waiting_clients"), 1);
+    let _: () = redis::cmd("FLUSHALL").query(&mut con).unwrap();
+    wait_until(Duration::from_secs(5), "the flushed lock's waiter answered", || {
+        info_counter(&mut con, "lock_waiting_clients") == 0
+    });
+    assert_eq!(thread.join().unwrap(), None);
+}
+
+#[test]
 fn wait_does_not_block_in_multi_or_lua() {
     let server = Server::start();
     let mut con = server.con();

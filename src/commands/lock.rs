@@ -180,6 +180,31 @@ pub fn abandon_waiters(entry: &mut LockEntry) {
     }
 }
 
+/// After FLUSHDB/FLUSHALL (which drop keys without the unlink hook), answers nil to every
+/// waiter whose lock is gone, instead of leaving it blocked on nothing.
+pub fn release_orphaned_waiters(ctx: &Context) {
+    let homes: Vec<(WaiterId, i32, Vec<u8>)> = with_homes(|homes| {
+        homes
+            .iter()
+            .map(|(id, h)| (*id, h.db, h.key.clone()))
+            .collect()
+    });
+    for (id, db, key) in homes {
+        let still_queued = in_db(ctx, db, || {
+            let key_name = ctx.create_string(key);
+            let key = ctx.open_key(&key_name);
+            readable_value::<LockEntry>(&key, &LOCK_TYPE)
+                .ok()
+                .flatten()
+                .is_some_and(|entry| entry.lock.has_waiter(id))
+        });
+        if !still_queued && with_homes(|homes| homes.remove(&id)).is_some() {
+            stats::LOCK_WAITING.down();
+            blocking::wake(id, None);
+        }
+    }
+}
+
 /// LOCK.ACQUIRE key token ttl_ms [WAIT timeout_ms]
 pub fn acquire(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
     let parsed = args::acquire(rest)?;

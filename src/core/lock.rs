@@ -160,6 +160,10 @@ impl Lock {
         self.waiters.len() != before
     }
 
+    pub fn has_waiter(&self, waiter_id: u64) -> bool {
+        self.waiters.iter().any(|w| w.id == waiter_id)
+    }
+
     /// Empties the queue, e.g. when the key is deleted, and returns who was waiting.
     pub fn take_waiters(&mut self) -> Vec<Waiter> {
         self.waiters.drain(..).collect()
@@ -355,8 +359,10 @@ mod tests {
         lock.acquire(b"a", 100, 0);
         lock.enqueue(waiter(1, b"w1", 30));
         lock.enqueue(waiter(2, b"w2", 30));
+        assert!(lock.has_waiter(1));
         assert!(lock.remove_waiter(1));
         assert!(!lock.remove_waiter(1));
+        assert!(!lock.has_waiter(1));
         assert!(lock.release(b"a", 5));
         assert_eq!(
             lock.drain_events(),
