@@ -415,9 +415,11 @@ fn flushing_the_database_answers_waiters_with_nil() {
     assert_eq!(waiters(&mut con, "d"), 1);
     assert_eq!(info_counter(&mut con, "lock_waiting_clients"), 1);
     let _: () = redis::cmd("FLUSHALL").query(&mut con).unwrap();
-    wait_until(Duration::from_secs(5), "the flushed lock's waiter answered", || {
-        info_counter(&mut con, "lock_waiting_clients") == 0
-    });
+    wait_until(
+        Duration::from_secs(5),
+        "the flushed lock's waiter answered",
+        || info_counter(&mut con, "lock_waiting_clients") == 0,
+    );
     assert_eq!(thread.join().unwrap(), None);
 }
 

@@ -594,3 +594,38 @@ fn acl_rules_apply_to_commands_and_keys() {
     }
     assert_eq!(field(&mut admin, &["SECKILL.INFO", "other:1"], "sold"), 0);
 }
+
+#[test]
+fn writes_publish_keyspace_notifications() {
+    let server = Server::start_with(&["--notify-keyspace-events", "Ed"]);
+    let mut subscriber = server.con();
+    let mut pubsub = subscriber.as_pubsub();
+    pubsub.psubscribe("__keyevent@0__:*").unwrap();
+    pubsub
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let mut con = server.con();
+    ok(&mut con, &["SECKILL.INIT", "s", "5"]);
+    int(&mut con, &["SECKILL.TRY", "s", "alice"]);
+    int(&mut con, &["SECKILL.TRY", "s", "alice"]); // a rejection changes nothing: no event
+    let _: Option<i64> = redis::cmd("LOCK.ACQUIRE")
+        .arg("l")
+        .arg("t")
+        .arg(1000)
+        .query(&mut con)
+        .unwrap();
+    let mut events = Vec::new();
+    for _ in 0..3 {
+        let msg = pubsub.get_message().unwrap();
+        let key: String = msg.get_payload().unwrap();
+        events.push((msg.get_channel_name().to_string(), key));
+    }
+    assert_eq!(
+        events,
+        vec![
+            ("__keyevent@0__:seckill.init".to_string(), "s".to_string()),
+            ("__keyevent@0__:seckill.try".to_string(), "s".to_string()),
+            ("__keyevent@0__:lock.change".to_string(), "l".to_string()),
+        ]
+    );
+}
