@@ -88,7 +88,7 @@ fn info(ctx: &InfoContext, _for_crash_report: bool) {
         .add_section("")
         .field("version", i64::from(build_info::MODULE_VERSION))
         .and_then(|s| s.field("git_revision", build_info::GIT_REVISION));
-    let section = stats::fields()
+    let section = stats::fields(lock::waiting_clients())
         .into_iter()
         .fold(section, |s, (name, value)| {
             s.and_then(|s| s.field(name, value))

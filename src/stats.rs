@@ -52,10 +52,10 @@ pub static LOCK_CONTENDED: Counter = Counter::new();
 pub static LOCK_WAITED: Counter = Counter::new();
 pub static LOCK_TIMED_OUT: Counter = Counter::new();
 pub static LOCK_EXPIRED: Counter = Counter::new();
-pub static LOCK_WAITING: Gauge = Gauge::new();
 
-/// (field, value) pairs of the `seckill` INFO section, in display order.
-pub fn fields() -> Vec<(&'static str, i64)> {
+/// (field, value) pairs of the `seckill` INFO section, in display order, given the number of
+/// clients waiting for locks (which the lock commands track).
+pub fn fields(lock_waiting_clients: usize) -> Vec<(&'static str, i64)> {
     let c = |counter: &Counter| counter.get() as i64;
     vec![
         ("sales", SALES.get()),
@@ -69,6 +69,6 @@ pub fn fields() -> Vec<(&'static str, i64)> {
         ("lock_waited", c(&LOCK_WAITED)),
         ("lock_timed_out", c(&LOCK_TIMED_OUT)),
         ("lock_expired", c(&LOCK_EXPIRED)),
-        ("lock_waiting_clients", LOCK_WAITING.get()),
+        ("lock_waiting_clients", lock_waiting_clients as i64),
     ]
 }

@@ -92,7 +92,6 @@ fn finish(ctx: &Context, key_name: &RedisString, entry: &mut LockEntry, before: 
             LockEvent::Expired => stats::LOCK_EXPIRED.incr(),
             LockEvent::Granted { waiter_id, fence } => {
                 stats::LOCK_ACQUIRED.incr();
-                stats::LOCK_WAITING.down();
                 with_homes(|homes| homes.remove(&waiter_id));
                 blocking::wake(waiter_id, Some(fence as i64));
             }
@@ -158,7 +157,6 @@ fn on_waiter_gone(ctx: &Context, id: WaiterId, why: Gone) {
     let Some(home) = with_homes(|homes| homes.remove(&id)) else {
         return;
     };
-    stats::LOCK_WAITING.down();
     if why == Gone::TimedOut {
         stats::LOCK_TIMED_OUT.incr();
     }
@@ -174,10 +172,14 @@ fn on_waiter_gone(ctx: &Context, id: WaiterId, why: Gone) {
 pub fn abandon_waiters(entry: &mut LockEntry) {
     for waiter in entry.lock.take_waiters() {
         if with_homes(|homes| homes.remove(&waiter.id)).is_some() {
-            stats::LOCK_WAITING.down();
             blocking::wake(waiter.id, None);
         }
     }
+}
+
+/// Clients blocked in `LOCK.ACQUIRE ... WAIT` right now.
+pub fn waiting_clients() -> usize {
+    with_homes(|homes| homes.len())
 }
 
 /// After FLUSHDB/FLUSHALL (which drop keys without the unlink hook), answers nil to every
@@ -199,7 +201,6 @@ pub fn release_orphaned_waiters(ctx: &Context) {
                 .is_some_and(|entry| entry.lock.has_waiter(id))
         });
         if !still_queued && with_homes(|homes| homes.remove(&id)).is_some() {
-            stats::LOCK_WAITING.down();
             blocking::wake(id, None);
         }
     }
@@ -233,7 +234,6 @@ pub fn acquire(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisRe
                             ttl_ms: parsed.ttl_ms,
                         });
                         stats::LOCK_WAITED.incr();
-                        stats::LOCK_WAITING.up();
                         RedisValue::NoReply
                     }
                     _ => RedisValue::Null,
