@@ -81,32 +81,55 @@ fn unknown_option(raw: &[u8]) -> ArgError {
     ArgError::Invalid(format!("ERR unknown option '{}'", printable(raw)))
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct InitArgs {
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InitArgs<'a> {
     pub stock: u64,
     pub limit: u64,
+    pub hold_ms: Option<u64>,
+    pub start_ms: Option<u64>,
+    pub end_ms: Option<u64>,
+    pub events: Option<&'a [u8]>,
     pub replace: bool,
 }
 
-/// `SECKILL.INIT key stock [LIMIT n] [REPLACE]`
-pub fn init(rest: &[&[u8]]) -> ArgResult<InitArgs> {
+/// `SECKILL.INIT key stock [LIMIT n] [HOLD ms] [START unix_ms] [END unix_ms] [EVENTS stream]
+/// [REPLACE]`; START 0 is the same as no START.
+pub fn init<'a>(rest: &'a [&'a [u8]]) -> ArgResult<InitArgs<'a>> {
     let (stock, options_rest) = rest.split_first().ok_or(ArgError::Arity)?;
     let mut parsed = InitArgs {
         stock: integer(stock, "stock", 0, MAX_UNITS)?,
         limit: 1,
+        hold_ms: None,
+        start_ms: None,
+        end_ms: None,
+        events: None,
         replace: false,
     };
-    options(options_rest, |name, value| match name {
-        "LIMIT" => {
-            parsed.limit = integer(value_of(name, value)?, "LIMIT", 1, MAX_UNITS)?;
-            Ok(true)
+    options(options_rest, |name, value| {
+        match name {
+            "LIMIT" => parsed.limit = integer(value_of(name, value)?, "LIMIT", 1, MAX_UNITS)?,
+            "HOLD" => parsed.hold_ms = Some(integer(value_of(name, value)?, "HOLD ms", 1, MAX_MS)?),
+            "START" => {
+                let start = integer(value_of(name, value)?, "START unix_ms", 0, MAX_MS)?;
+                parsed.start_ms = (start > 0).then_some(start);
+            }
+            "END" => {
+                parsed.end_ms = Some(integer(value_of(name, value)?, "END unix_ms", 1, MAX_MS)?)
+            }
+            "EVENTS" => parsed.events = Some(identifier(value_of(name, value)?, "EVENTS stream")?),
+            "REPLACE" => {
+                parsed.replace = true;
+                return Ok(false);
+            }
+            _ => return Err(unknown_option(name.as_bytes())),
         }
-        "REPLACE" => {
-            parsed.replace = true;
-            Ok(false)
-        }
-        _ => Err(unknown_option(name.as_bytes())),
+        Ok(true)
     })?;
+    if let (Some(start), Some(end)) = (parsed.start_ms, parsed.end_ms)
+        && end <= start
+    {
+        return Err(ArgError::Invalid("ERR END must be after START".to_string()));
+    }
     Ok(parsed)
 }
 
@@ -128,6 +151,65 @@ pub fn try_buy<'a>(rest: &[&'a [u8]]) -> ArgResult<(&'a [u8], u64)> {
 pub fn user_only<'a>(rest: &[&'a [u8]]) -> ArgResult<&'a [u8]> {
     match rest {
         [user] => identifier(user, "user"),
+        _ => Err(ArgError::Arity),
+    }
+}
+
+/// `SECKILL.CANCEL key user [qty]`: `None` cancels all the user's units.
+pub fn cancel<'a>(rest: &[&'a [u8]]) -> ArgResult<(&'a [u8], Option<u64>)> {
+    match rest {
+        [user] => Ok((identifier(user, "user")?, None)),
+        [user, qty] => Ok((
+            identifier(user, "user")?,
+            Some(integer(qty, "qty", 1, MAX_UNITS)?),
+        )),
+        _ => Err(ArgError::Arity),
+    }
+}
+
+/// `SECKILL.RESTOCK key units`
+pub fn restock(rest: &[&[u8]]) -> ArgResult<u64> {
+    match rest {
+        [units] => integer(units, "units", 1, MAX_UNITS),
+        _ => Err(ArgError::Arity),
+    }
+}
+
+/// Buyers a BUYERS call returns when COUNT is not given, as SCAN.
+pub const DEFAULT_SCAN_COUNT: u64 = 10;
+
+/// `SECKILL.BUYERS key cursor [COUNT n]`
+pub fn buyers(rest: &[&[u8]]) -> ArgResult<(u64, u64)> {
+    let (cursor, options_rest) = rest.split_first().ok_or(ArgError::Arity)?;
+    let cursor = integer(cursor, "cursor", 0, u64::MAX)
+        .map_err(|_| ArgError::Invalid("ERR invalid cursor".to_string()))?;
+    let mut count = DEFAULT_SCAN_COUNT;
+    options(options_rest, |name, value| match name {
+        "COUNT" => {
+            count = integer(value_of(name, value)?, "COUNT", 1, MAX_UNITS)?;
+            Ok(true)
+        }
+        _ => Err(unknown_option(name.as_bytes())),
+    })?;
+    Ok((cursor, count))
+}
+
+/// A sale command as its master ran it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplayArgs<'a, 'r> {
+    pub now_ms: u64,
+    pub command: &'a [u8],
+    pub args: &'r [&'a [u8]],
+}
+
+/// `SECKILL._REPLAY key now_ms COMMAND args...`
+pub fn replay<'a, 'r>(rest: &'r [&'a [u8]]) -> ArgResult<ReplayArgs<'a, 'r>> {
+    match rest {
+        [now, command, args @ ..] => Ok(ReplayArgs {
+            now_ms: integer(now, "now_ms", 0, MAX_MS)?,
+            command,
+            args,
+        }),
         _ => Err(ArgError::Arity),
     }
 }
@@ -280,17 +362,15 @@ mod tests {
             Ok(InitArgs {
                 stock: 10,
                 limit: 1,
+                hold_ms: None,
+                start_ms: None,
+                end_ms: None,
+                events: None,
                 replace: false
             })
         );
-        assert_eq!(
-            init(&[b"10", b"replace", b"Limit", b"3"]),
-            Ok(InitArgs {
-                stock: 10,
-                limit: 3,
-                replace: true
-            })
-        );
+        let parsed = init(&[b"10", b"replace", b"Limit", b"3"]).unwrap();
+        assert_eq!((parsed.limit, parsed.replace), (3, true));
         assert_eq!(init(&[]), Err(ArgError::Arity));
         assert_eq!(
             init(&[b"10", b"LIMIT"]),
@@ -312,6 +392,76 @@ mod tests {
                 "ERR stock must be an integer between 0 and 9223372036854775807"
             ))
         );
+    }
+
+    #[test]
+    fn init_lifecycle_options() {
+        let parsed = init(&[
+            b"5", b"hold", b"30000", b"START", b"100", b"END", b"200", b"EVENTS", b"{s}:ev",
+        ])
+        .unwrap();
+        assert_eq!(
+            (
+                parsed.hold_ms,
+                parsed.start_ms,
+                parsed.end_ms,
+                parsed.events
+            ),
+            (Some(30_000), Some(100), Some(200), Some(&b"{s}:ev"[..]))
+        );
+        assert_eq!(init(&[b"5", b"START", b"0"]).unwrap().start_ms, None);
+        for (args, message) in [
+            (
+                &[&b"5"[..], b"HOLD", b"0"][..],
+                "ERR HOLD ms must be an integer between 1 and 9223372036854775807",
+            ),
+            (
+                &[b"5", b"END", b"0"],
+                "ERR END unix_ms must be an integer between 1 and 9223372036854775807",
+            ),
+            (
+                &[b"5", b"START", b"9", b"END", b"9"],
+                "ERR END must be after START",
+            ),
+            (
+                &[b"5", b"EVENTS", b""],
+                "ERR EVENTS stream must not be empty",
+            ),
+            (&[b"5", b"EVENTS"], "ERR EVENTS needs a value"),
+        ] {
+            assert_eq!(init(args), Err(invalid(message)), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn lifecycle_commands() {
+        assert_eq!(cancel(&[b"u"]), Ok((&b"u"[..], None)));
+        assert_eq!(cancel(&[b"u", b"2"]), Ok((&b"u"[..], Some(2))));
+        assert!(cancel(&[b"u", b"0"]).is_err());
+        assert_eq!(cancel(&[]), Err(ArgError::Arity));
+        assert_eq!(restock(&[b"3"]), Ok(3));
+        assert_eq!(
+            restock(&[b"0"]),
+            Err(invalid(
+                "ERR units must be an integer between 1 and 9223372036854775807"
+            ))
+        );
+        assert_eq!(restock(&[]), Err(ArgError::Arity));
+        assert_eq!(buyers(&[b"0"]), Ok((0, DEFAULT_SCAN_COUNT)));
+        assert_eq!(buyers(&[b"7", b"count", b"2"]), Ok((7, 2)));
+        assert_eq!(buyers(&[b"x"]), Err(invalid("ERR invalid cursor")));
+        assert!(buyers(&[b"0", b"COUNT", b"0"]).is_err());
+        assert_eq!(buyers(&[]), Err(ArgError::Arity));
+        let args: [&[u8]; 4] = [b"17", b"TRY", b"u", b"1"];
+        assert_eq!(
+            replay(&args),
+            Ok(ReplayArgs {
+                now_ms: 17,
+                command: b"TRY",
+                args: &args[2..]
+            })
+        );
+        assert_eq!(replay(&args[..1]), Err(ArgError::Arity));
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod blocking;
 pub mod commands;
 pub mod core;
 pub mod persist;
+pub mod slot;
 pub mod stats;
 
 pub mod build_info {
@@ -58,7 +59,12 @@ commands! {
     ["seckill.try", sale::try_buy, "write deny-oom fast"],
     ["seckill.info", sale::info, "readonly fast"],
     ["seckill.bought", sale::bought, "readonly fast"],
+    ["seckill.confirm", sale::confirm, "write fast"],
+    ["seckill.cancel", sale::cancel, "write fast"],
+    ["seckill.restock", sale::restock, "write deny-oom fast"],
+    ["seckill.buyers", sale::buyers, "readonly"],
     ["seckill._restore", sale::restore, "write deny-oom"],
+    ["seckill._replay", sale::replay, "write"],
     ["lock.acquire", lock::acquire, "write deny-oom"],
     ["lock.release", lock::release, "write fast"],
     ["lock.extend", lock::extend, "write fast"],
@@ -70,6 +76,7 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     // Lets a corrupt or short RDB payload fail the load (RESTORE replies an error) instead
     // of Redis exiting.
     ctx.set_module_options(redis_module::raw::ModuleOptions::HANDLE_IO_ERRORS);
+    commands::keep_detached_context(ctx);
     register_commands(ctx)
 }
 

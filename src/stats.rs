@@ -44,6 +44,13 @@ pub static TRIES: Counter = Counter::new();
 pub static PURCHASES: Counter = Counter::new();
 pub static SOLD_OUT_REJECTIONS: Counter = Counter::new();
 pub static LIMIT_REJECTIONS: Counter = Counter::new();
+pub static WINDOW_REJECTIONS: Counter = Counter::new();
+pub static HOLDS: Counter = Counter::new();
+pub static CONFIRMS: Counter = Counter::new();
+pub static EXPIRIES: Counter = Counter::new();
+pub static CANCELS: Counter = Counter::new();
+pub static RESTOCKS: Counter = Counter::new();
+pub static EVENTS_FAILED: Counter = Counter::new();
 pub static SALES: Gauge = Gauge::new();
 
 pub static LOCKS: Gauge = Gauge::new();
@@ -63,6 +70,13 @@ pub fn fields(lock_waiting_clients: usize) -> Vec<(&'static str, i64)> {
         ("purchases", c(&PURCHASES)),
         ("sold_out_rejections", c(&SOLD_OUT_REJECTIONS)),
         ("limit_rejections", c(&LIMIT_REJECTIONS)),
+        ("window_rejections", c(&WINDOW_REJECTIONS)),
+        ("holds", c(&HOLDS)),
+        ("confirms", c(&CONFIRMS)),
+        ("expiries", c(&EXPIRIES)),
+        ("cancels", c(&CANCELS)),
+        ("restocks", c(&RESTOCKS)),
+        ("events_failed", c(&EVENTS_FAILED)),
         ("locks", LOCKS.get()),
         ("lock_acquired", c(&LOCK_ACQUIRED)),
         ("lock_contended", c(&LOCK_CONTENDED)),

@@ -19,6 +19,14 @@ fn expected_info(stock: i64, remaining: i64, buyers: i64, limit: i64) -> Vec<(St
         ("buyers", buyers),
         ("limit", limit),
         ("sold_out", i64::from(remaining == 0)),
+        // A sale without lifecycle options: nothing held, no window, no HOLD, no stream (nil).
+        ("held", 0),
+        ("start", 0),
+        ("end", 0),
+        ("hold", 0),
+        ("restocked", 0),
+        ("refunded", 0),
+        ("events", -999),
     ]
     .iter()
     .map(|(n, v)| (n.to_string(), *v))

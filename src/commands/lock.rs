@@ -1,18 +1,17 @@
 //! LOCK.* commands: the lock core plus blocking waiters, the handoff timer and replication of
 //! effects (absolute expiry and fence, never the clock-dependent command).
 
-use super::{field_array, int, now_ms, readable_value, writable_value};
+use super::{Home, field_array, in_db, int, now_ms, readable_value, timer_delay, writable_value};
 use crate::args;
 use crate::blocking::{self, Gone, WaiterId};
 use crate::core::lock::{AcquireOutcome, Lock, LockEvent, Waiter};
 use crate::persist::{LOCK_TYPE, encoding, set_lock};
 use crate::stats;
 use redis_module::{
-    Context, ContextFlags, NotifyEvent, RedisError, RedisResult, RedisString, RedisValue, raw,
+    Context, ContextFlags, NotifyEvent, RedisError, RedisResult, RedisString, RedisValue,
 };
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::Duration;
 
 /// What a lock key holds: the core state plus whether a handoff timer is already armed.
 pub struct LockEntry {
@@ -42,12 +41,6 @@ impl LockEntry {
     }
 }
 
-/// Where a waiter's lock lives, to find it again on timeout or disconnect.
-struct Home {
-    db: i32,
-    key: Vec<u8>,
-}
-
 static HOMES: Mutex<Option<HashMap<WaiterId, Home>>> = Mutex::new(None);
 
 fn with_homes<R>(f: impl FnOnce(&mut HashMap<WaiterId, Home>) -> R) -> R {
@@ -55,33 +48,6 @@ fn with_homes<R>(f: impl FnOnce(&mut HashMap<WaiterId, Home>) -> R) -> R {
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     f(guard.get_or_insert_with(HashMap::new))
-}
-
-fn selected_db(ctx: &Context) -> i32 {
-    unsafe { raw::RedisModule_GetSelectedDb.expect("GetSelectedDb")(ctx.ctx) }
-}
-
-/// Runs `f` with `db` selected, restoring the context's database afterwards.
-fn in_db<R>(ctx: &Context, db: i32, f: impl FnOnce() -> R) -> R {
-    let select = |id: i32| unsafe { raw::RedisModule_SelectDb.expect("SelectDb")(ctx.ctx, id) };
-    let previous = selected_db(ctx);
-    if previous != db {
-        select(db);
-    }
-    let out = f();
-    if previous != db {
-        select(previous);
-    }
-    out
-}
-
-/// Longest single timer: Redis adds the delay to its microsecond clock, and a TTL near
-/// i64::MAX ms would overflow there and fire at once, forever. A timer that fires before the
-/// holder expired just arms the next one.
-const LONGEST_TIMER_MS: u64 = 24 * 60 * 60 * 1000;
-
-fn timer_delay(due_at_ms: u64, now_ms: u64) -> Duration {
-    Duration::from_millis(due_at_ms.saturating_sub(now_ms).clamp(1, LONGEST_TIMER_MS))
 }
 
 /// Wakes granted waiters, counts, re-arms the handoff timer, and replicates the new state if
@@ -101,10 +67,7 @@ fn finish(ctx: &Context, key_name: &RedisString, entry: &mut LockEntry, before: 
         && !entry.timer_armed
     {
         entry.timer_armed = true;
-        let home = Home {
-            db: selected_db(ctx),
-            key: key_name.as_slice().to_vec(),
-        };
+        let home = Home::of(ctx, key_name);
         ctx.create_timer(timer_delay(due_at, now_ms()), on_handoff_timer, home);
     }
     let after = encoding::encode_lock(&entry.lock);
@@ -223,10 +186,7 @@ pub fn acquire(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisRe
                 match parsed.wait_ms {
                     Some(wait_ms) if may_block => {
                         let id = blocking::block(ctx, wait_ms, on_waiter_gone);
-                        let home = Home {
-                            db: selected_db(ctx),
-                            key: key_name.as_slice().to_vec(),
-                        };
+                        let home = Home::of(ctx, key_name);
                         with_homes(|homes| homes.insert(id, home));
                         entry.lock.enqueue(Waiter {
                             id,

@@ -9,6 +9,8 @@ use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue, ra
 use std::mem::ManuallyDrop;
 use std::os::raw::c_int;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::time::Duration;
 
 impl From<ArgError> for RedisError {
     fn from(err: ArgError) -> RedisError {
@@ -25,7 +27,11 @@ pub type Handler = fn(&Context, &RedisString, &[&[u8]]) -> RedisResult;
 /// Most arguments any valid call has after its key; longer calls take a heap-allocated list.
 const INLINE_ARGS: usize = 8;
 
-fn arg_bytes<'a>(arg: *mut raw::RedisModuleString) -> &'a [u8] {
+/// The bytes of a module string.
+///
+/// # Safety
+/// `arg` must be a valid module string that outlives the returned slice.
+pub unsafe fn string_bytes<'a>(arg: *mut raw::RedisModuleString) -> &'a [u8] {
     let mut len = 0;
     let ptr = unsafe { raw::RedisModule_StringPtrLen.expect("StringPtrLen")(arg, &mut len) };
     unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) }
@@ -53,11 +59,14 @@ pub unsafe fn dispatch(
             let heap: Vec<&[u8]>;
             let rest: &[&[u8]] = if rest.len() <= INLINE_ARGS {
                 for (slot, arg) in inline.iter_mut().zip(rest) {
-                    *slot = arg_bytes(*arg);
+                    *slot = unsafe { string_bytes(*arg) };
                 }
                 &inline[..rest.len()]
             } else {
-                heap = rest.iter().map(|arg| arg_bytes(*arg)).collect();
+                heap = rest
+                    .iter()
+                    .map(|arg| unsafe { string_bytes(*arg) })
+                    .collect();
                 &heap
             };
             catch_unwind(AssertUnwindSafe(|| handler(&ctx, &key, rest))).unwrap_or_else(|panic| {
@@ -118,4 +127,66 @@ pub fn field_array(fields: Vec<(&str, RedisValue)>) -> RedisValue {
 
 pub fn int(value: u64) -> RedisValue {
     RedisValue::Integer(value as i64)
+}
+
+/// Where a key lives, to find it again from a timer or a blocked client's callback.
+pub struct Home {
+    pub db: i32,
+    pub key: Vec<u8>,
+}
+
+impl Home {
+    pub fn of(ctx: &Context, key_name: &RedisString) -> Home {
+        Home {
+            db: selected_db(ctx),
+            key: key_name.as_slice().to_vec(),
+        }
+    }
+}
+
+pub fn selected_db(ctx: &Context) -> i32 {
+    unsafe { raw::RedisModule_GetSelectedDb.expect("GetSelectedDb")(ctx.ctx) }
+}
+
+/// Runs `f` with `db` selected, restoring the context's database afterwards.
+pub fn in_db<R>(ctx: &Context, db: i32, f: impl FnOnce() -> R) -> R {
+    let select = |id: i32| unsafe { raw::RedisModule_SelectDb.expect("SelectDb")(ctx.ctx, id) };
+    let previous = selected_db(ctx);
+    if previous != db {
+        select(db);
+    }
+    let out = f();
+    if previous != db {
+        select(previous);
+    }
+    out
+}
+
+/// Longest single timer: Redis adds the delay to its microsecond clock, and a deadline near
+/// i64::MAX ms would overflow there and fire at once, forever. A timer that fires early just
+/// arms the next one.
+const LONGEST_TIMER_MS: u64 = 24 * 60 * 60 * 1000;
+
+/// The delay of a timer due at `due_at_ms`, at least 1 ms and at most a day.
+pub fn timer_delay(due_at_ms: u64, now_ms: u64) -> Duration {
+    Duration::from_millis(due_at_ms.saturating_sub(now_ms).clamp(1, LONGEST_TIMER_MS))
+}
+
+static DETACHED: AtomicPtr<raw::RedisModuleCtx> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Keeps a context that outlives any command, for work that starts where Redis gives none
+/// (arming a timer while a value loads).
+pub fn keep_detached_context(ctx: &Context) {
+    let detached = unsafe {
+        raw::RedisModule_GetDetachedThreadSafeContext.expect("GetDetachedThreadSafeContext")(
+            ctx.ctx,
+        )
+    };
+    DETACHED.store(detached, Ordering::Relaxed);
+}
+
+/// The context kept by [`keep_detached_context`]; main thread only.
+pub fn detached_context() -> Option<Context> {
+    let ctx = DETACHED.load(Ordering::Relaxed);
+    (!ctx.is_null()).then(|| Context::new(ctx))
 }

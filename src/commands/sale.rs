@@ -1,14 +1,55 @@
-//! SECKILL.* commands.
+//! SECKILL.* commands: the sale core plus its event stream, the hold-expiry timer, and
+//! replication.
+//!
+//! Every change replicates as `SECKILL._REPLAY key now_ms COMMAND args...`: the command with
+//! the master's clock, which the deterministic core turns into exactly the master's state
+//! (window checks, hold expiries and order numbers included). Stream entries are written with
+//! `XADD *` through `RM_Call(... "!")`, which Redis replicates with the ID it chose; a replayed
+//! command therefore writes no entry of its own. INIT replicates its effect (the new sale with
+//! its random order seed) as `SECKILL._RESTORE`.
 
-use super::{field_array, int, readable_value, writable_value};
-use crate::args;
-use crate::core::sale::{Sale, SaleError, TryOutcome};
+use super::{Home, field_array, in_db, int, now_ms, readable_value, timer_delay, writable_value};
+use crate::args::{self, ArgError};
+use crate::core::sale::{EventKind, Sale, SaleConfig, SaleError, SaleEvent, TryOutcome};
 use crate::persist::{SALE_TYPE, encoding, set_sale};
-use crate::stats;
-use redis_module::{Context, NotifyEvent, RedisError, RedisResult, RedisString, RedisValue};
+use crate::{slot, stats};
+use redis_module::{
+    CallOptionsBuilder, CallResult, Context, ContextFlags, KeyType, NotifyEvent, RedisError,
+    RedisResult, RedisString, RedisValue, raw,
+};
 
 const SOLD_OUT: i64 = -1;
 const OVER_LIMIT: i64 = -2;
+const NOT_STARTED: i64 = -3;
+const ENDED: i64 = -4;
+
+/// How often a replica looks at its sales' holds again: it never expires them itself, but it
+/// must keep a timer so that it does once promoted.
+const REPLICA_RECHECK_MS: u64 = 1_000;
+
+/// What a sale key holds: the core state plus the deadline of its armed expiry timer.
+pub struct SaleEntry {
+    pub sale: Sale,
+    timer_due: Option<u64>,
+}
+
+impl SaleEntry {
+    pub fn new(sale: Sale) -> SaleEntry {
+        SaleEntry {
+            sale,
+            timer_due: None,
+        }
+    }
+
+    /// The persistent part only (COPY): the copy arms its own timer when first used.
+    pub fn copy_state(&self) -> SaleEntry {
+        SaleEntry::new(self.sale.clone())
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<SaleEntry>() - std::mem::size_of::<Sale>() + self.sale.memory_bytes()
+    }
+}
 
 fn no_sale() -> RedisError {
     RedisError::Str("NOSALE no sale at this key")
@@ -21,84 +62,438 @@ impl From<SaleError> for RedisError {
             SaleError::QtyOutOfRange { limit } => {
                 format!("ERR qty must be an integer between 1 and {limit} (the sale's LIMIT)")
             }
+            SaleError::TooMuchStock => format!(
+                "ERR units would take the sale past {} units",
+                crate::core::sale::MAX_UNITS
+            ),
             SaleError::Invalid(why) => format!("ERR invalid sale: {why}"),
         })
     }
 }
 
-/// SECKILL.INIT key stock [LIMIT n] [REPLACE]
+/// A change to a sale, parsed once for the client's command and for its replay.
+enum Op<'a> {
+    Try {
+        user: &'a [u8],
+        qty: u64,
+    },
+    Confirm {
+        user: &'a [u8],
+    },
+    Cancel {
+        user: &'a [u8],
+        qty: Option<u64>,
+    },
+    Restock {
+        units: u64,
+    },
+    /// Expire due holds (the timer's change).
+    Settle,
+}
+
+fn parse_op<'a>(command: &[u8], rest: &[&'a [u8]]) -> Result<Op<'a>, ArgError> {
+    Ok(match command.to_ascii_uppercase().as_slice() {
+        b"TRY" => {
+            let (user, qty) = args::try_buy(rest)?;
+            Op::Try { user, qty }
+        }
+        b"CONFIRM" => Op::Confirm {
+            user: args::user_only(rest)?,
+        },
+        b"CANCEL" => {
+            let (user, qty) = args::cancel(rest)?;
+            Op::Cancel { user, qty }
+        }
+        b"RESTOCK" => Op::Restock {
+            units: args::restock(rest)?,
+        },
+        b"SETTLE" => {
+            args::key_only(rest)?;
+            Op::Settle
+        }
+        _ => {
+            return Err(ArgError::Invalid(format!(
+                "ERR unknown sale command '{}'",
+                args::printable(command)
+            )));
+        }
+    })
+}
+
+fn apply(sale: &mut Sale, op: &Op, now_ms: u64) -> RedisResult {
+    Ok(match *op {
+        Op::Try { user, qty } => {
+            let outcome = sale.try_buy(user, qty, now_ms)?;
+            stats::TRIES.incr();
+            match outcome {
+                TryOutcome::Bought { remaining } => int(remaining),
+                TryOutcome::SoldOut => {
+                    stats::SOLD_OUT_REJECTIONS.incr();
+                    RedisValue::Integer(SOLD_OUT)
+                }
+                TryOutcome::LimitExceeded => {
+                    stats::LIMIT_REJECTIONS.incr();
+                    RedisValue::Integer(OVER_LIMIT)
+                }
+                TryOutcome::NotStarted => {
+                    stats::WINDOW_REJECTIONS.incr();
+                    RedisValue::Integer(NOT_STARTED)
+                }
+                TryOutcome::Ended => {
+                    stats::WINDOW_REJECTIONS.incr();
+                    RedisValue::Integer(ENDED)
+                }
+            }
+        }
+        Op::Confirm { user } => int(u64::from(sale.confirm(user, now_ms))),
+        Op::Cancel { user, qty } => int(sale.cancel(user, qty, now_ms)),
+        Op::Restock { units } => int(sale.restock(units, now_ms)?),
+        Op::Settle => {
+            sale.settle(now_ms);
+            RedisValue::Null
+        }
+    })
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    /// A client's command on this server.
+    Client,
+    /// The expiry timer on a master.
+    Timer,
+    /// `SECKILL._REPLAY` from a master's replication stream or the AOF.
+    Replay,
+}
+
+/// Refuses to go on when the stream key holds something else: the change and its entry
+/// happen together or not at all.
+fn check_stream(ctx: &Context, stream: &RedisString) -> Result<(), RedisError> {
+    match ctx.open_key(stream).key_type() {
+        KeyType::Empty | KeyType::Stream => Ok(()),
+        _ => Err(RedisError::Str(
+            "WRONGTYPE the sale's EVENTS key holds a value that is not a stream",
+        )),
+    }
+}
+
+fn notification(kind: EventKind) -> &'static str {
+    match kind {
+        EventKind::Purchase => "seckill.try",
+        EventKind::Confirm => "seckill.confirm",
+        EventKind::Cancel => "seckill.cancel",
+        EventKind::Expire => "seckill.expire",
+        EventKind::Restock => "seckill.restock",
+    }
+}
+
+fn count(event: &SaleEvent, holds: bool) {
+    match event.kind {
+        EventKind::Purchase => {
+            stats::PURCHASES.incr();
+            if holds {
+                stats::HOLDS.incr();
+            }
+        }
+        EventKind::Confirm => stats::CONFIRMS.incr(),
+        EventKind::Cancel => stats::CANCELS.incr(),
+        EventKind::Expire => stats::EXPIRIES.incr(),
+        EventKind::Restock => stats::RESTOCKS.incr(),
+    }
+}
+
+/// Appends one entry for `event`; Redis replicates it with the ID it chose.
+fn append_entry(ctx: &Context, stream: &RedisString, sale: &Sale, event: &SaleEvent) {
+    let user = event
+        .slot
+        .map_or(&b""[..], |slot| sale.buyers().entry(slot).0);
+    let order = if event.order > 0 {
+        sale.order_uuid(event.order)
+    } else {
+        String::new()
+    };
+    let (qty, remaining) = (event.qty.to_string(), event.remaining.to_string());
+    let options = CallOptionsBuilder::new()
+        .replicate()
+        .errors_as_replies()
+        .build();
+    let fields: [&[u8]; 12] = [
+        stream.as_slice(),
+        b"*",
+        b"event",
+        event.kind.name().as_bytes(),
+        b"user",
+        user,
+        b"qty",
+        qty.as_bytes(),
+        b"order",
+        order.as_bytes(),
+        b"remaining",
+        remaining.as_bytes(),
+    ];
+    let reply: CallResult = ctx.call_ext("XADD", &options, &fields[..]);
+    if let Err(e) = reply {
+        stats::EVENTS_FAILED.incr();
+        ctx.log_warning(&format!("seckill: could not append a sale event: {e}"));
+    }
+}
+
+/// Arms the expiry timer for the sale's earliest hold unless one due no later is armed.
+fn arm(ctx: &Context, home: Home, entry: &mut SaleEntry, due: u64) {
+    if entry.timer_due.is_some_and(|armed| armed <= due) {
+        return;
+    }
+    entry.timer_due = Some(due);
+    ctx.create_timer(timer_delay(due, now_ms()), on_expiry_timer, (home, due));
+}
+
+fn arm_for_holds(ctx: &Context, home: Home, entry: &mut SaleEntry) {
+    if let Some(due) = entry.sale.next_expiry() {
+        arm(ctx, home, entry, due);
+    }
+}
+
+/// Arms the expiry timer of a sale just loaded from RDB or RESTORE, where no command runs.
+pub fn arm_loaded(ctx: &Context, db: i32, key: Vec<u8>, entry: &mut SaleEntry) {
+    arm_for_holds(ctx, Home { db, key }, entry);
+}
+
+fn on_expiry_timer(ctx: &Context, (home, due): (Home, u64)) {
+    in_db(ctx, home.db, || {
+        let key_name = ctx.create_string(home.key.as_slice());
+        {
+            let key = ctx.open_key_writable(&key_name);
+            let Ok(Some(entry)) = writable_value::<SaleEntry>(&key, &SALE_TYPE) else {
+                return;
+            };
+            if entry.timer_due == Some(due) {
+                entry.timer_due = None;
+            }
+            // A replica never expires holds on its own: its master's _REPLAY does.
+            if !ctx.get_flags().contains(ContextFlags::MASTER) {
+                if entry.sale.next_expiry().is_some() {
+                    arm(ctx, home, entry, now_ms() + REPLICA_RECHECK_MS);
+                }
+                return;
+            }
+        }
+        if let Err(e) = mutate(ctx, &key_name, b"SETTLE", &[], now_ms(), Origin::Timer) {
+            ctx.log_warning(&format!("seckill: expiring holds failed: {e}"));
+        }
+    });
+}
+
+/// Parses and applies one change at `now_ms`, then publishes what changed (counters,
+/// notifications, stream entries), replicates it and arms the expiry timer.
+fn mutate(
+    ctx: &Context,
+    key_name: &RedisString,
+    command: &[u8],
+    rest: &[&[u8]],
+    now_ms: u64,
+    origin: Origin,
+) -> RedisResult {
+    let op = parse_op(command, rest)?;
+    let key = ctx.open_key_writable(key_name);
+    let entry = writable_value::<SaleEntry>(&key, &SALE_TYPE)?.ok_or_else(no_sale)?;
+    let stream = match (&entry.sale.config().events, origin) {
+        (Some(name), Origin::Client | Origin::Timer) => Some(ctx.create_string(name.as_slice())),
+        _ => None,
+    };
+    if let Some(stream) = &stream {
+        check_stream(ctx, stream)?;
+    }
+    let reply = apply(&mut entry.sale, &op, now_ms)?;
+    let sale = &entry.sale;
+    if !sale.events().is_empty() {
+        let holds = sale.config().hold_ms.is_some();
+        for event in sale.events() {
+            count(event, holds);
+            if let Some(stream) = &stream {
+                append_entry(ctx, stream, sale, event);
+            }
+            ctx.notify_keyspace_event(NotifyEvent::MODULE, notification(event.kind), key_name);
+        }
+        if origin == Origin::Replay {
+            ctx.replicate_verbatim();
+        } else {
+            let now = now_ms.to_string();
+            let mut replayed: Vec<&[u8]> = Vec::with_capacity(3 + rest.len());
+            replayed.extend([key_name.as_slice(), now.as_bytes(), command]);
+            replayed.extend_from_slice(rest);
+            ctx.replicate("SECKILL._REPLAY", &replayed[..]);
+        }
+        entry.sale.clear_events();
+    }
+    arm_for_holds(ctx, Home::of(ctx, key_name), entry);
+    Ok(reply)
+}
+
+fn random_seed() -> [u8; 16] {
+    let mut seed = [0u8; 16];
+    unsafe { raw::RedisModule_GetRandomBytes.expect("GetRandomBytes")(seed.as_mut_ptr(), 16) };
+    seed
+}
+
+/// SECKILL.INIT key stock [LIMIT n] [HOLD ms] [START unix_ms] [END unix_ms] [EVENTS stream]
+/// [REPLACE]
 pub fn init(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
     let parsed = args::init(rest)?;
+    if let Some(stream) = parsed.events {
+        if stream == key_name.as_slice() {
+            return Err(RedisError::Str(
+                "ERR the EVENTS stream must be another key than the sale",
+            ));
+        }
+        if ctx.get_flags().contains(ContextFlags::CLUSTER)
+            && slot::key_slot(stream) != slot::key_slot(key_name.as_slice())
+        {
+            return Err(RedisError::Str(
+                "ERR the EVENTS stream must hash to the sale's slot: give both keys the same hash tag, e.g. {sale:1} and {sale:1}:events",
+            ));
+        }
+        check_stream(ctx, &ctx.create_string(stream))?;
+    }
     let key = ctx.open_key_writable(key_name);
-    if writable_value::<Sale>(&key, &SALE_TYPE)?.is_some() && !parsed.replace {
+    if writable_value::<SaleEntry>(&key, &SALE_TYPE)?.is_some() && !parsed.replace {
         return Err(RedisError::Str(
             "ERR a sale already exists at this key (use REPLACE to reset it)",
         ));
     }
-    set_sale(&key, Sale::new(parsed.stock, parsed.limit)?)?;
-    ctx.replicate_verbatim();
+    let config = SaleConfig {
+        stock: parsed.stock,
+        limit: parsed.limit,
+        hold_ms: parsed.hold_ms,
+        start_ms: parsed.start_ms,
+        end_ms: parsed.end_ms,
+        events: parsed.events.map(<[u8]>::to_vec),
+    };
+    let sale = Sale::new(config, random_seed())?;
+    let payload = encoding::encode_sale(&sale);
+    set_sale(&key, SaleEntry::new(sale))?;
+    // The seed is random: replicas get the sale itself, not the command.
+    let version = encoding::SALE_VERSION.to_string();
+    ctx.replicate(
+        "SECKILL._RESTORE",
+        &[key_name.as_slice(), version.as_bytes(), payload.as_slice()][..],
+    );
     ctx.notify_keyspace_event(NotifyEvent::MODULE, "seckill.init", key_name);
     Ok(RedisValue::SimpleStringStatic("OK"))
 }
 
 /// SECKILL.TRY key user [qty]
 pub fn try_buy(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
-    let (user, qty) = args::try_buy(rest)?;
-    let key = ctx.open_key_writable(key_name);
-    let sale = writable_value::<Sale>(&key, &SALE_TYPE)?.ok_or_else(no_sale)?;
-    stats::TRIES.incr();
-    match sale.try_buy(user, qty)? {
-        TryOutcome::SoldOut => {
-            stats::SOLD_OUT_REJECTIONS.incr();
-            Ok(RedisValue::Integer(SOLD_OUT))
-        }
-        TryOutcome::LimitExceeded => {
-            stats::LIMIT_REJECTIONS.incr();
-            Ok(RedisValue::Integer(OVER_LIMIT))
-        }
-        TryOutcome::Bought { remaining } => {
-            stats::PURCHASES.incr();
-            // The outcome depends only on the sale's state, so replicas replay it exactly.
-            ctx.replicate_verbatim();
-            ctx.notify_keyspace_event(NotifyEvent::MODULE, "seckill.try", key_name);
-            Ok(int(remaining))
-        }
-    }
+    mutate(ctx, key_name, b"TRY", rest, now_ms(), Origin::Client)
+}
+
+/// SECKILL.CONFIRM key user
+pub fn confirm(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+    mutate(ctx, key_name, b"CONFIRM", rest, now_ms(), Origin::Client)
+}
+
+/// SECKILL.CANCEL key user [qty]
+pub fn cancel(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+    mutate(ctx, key_name, b"CANCEL", rest, now_ms(), Origin::Client)
+}
+
+/// SECKILL.RESTOCK key units
+pub fn restock(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+    mutate(ctx, key_name, b"RESTOCK", rest, now_ms(), Origin::Client)
+}
+
+/// SECKILL._REPLAY key now_ms COMMAND args...: a change as its master made it.
+pub fn replay(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+    let replayed = args::replay(rest)?;
+    mutate(
+        ctx,
+        key_name,
+        replayed.command,
+        replayed.args,
+        replayed.now_ms,
+        Origin::Replay,
+    )
+}
+
+/// Reads never change a sale: they see due holds as expired, as the next write will.
+fn read_sale<R>(
+    ctx: &Context,
+    key_name: &RedisString,
+    read: impl FnOnce(&Sale, u64) -> R,
+) -> Result<R, RedisError> {
+    let key = ctx.open_key(key_name);
+    let entry = readable_value::<SaleEntry>(&key, &SALE_TYPE)?.ok_or_else(no_sale)?;
+    Ok(read(&entry.sale, now_ms()))
+}
+
+fn optional_ms(ms: Option<u64>) -> RedisValue {
+    int(ms.unwrap_or(0))
 }
 
 /// SECKILL.INFO key
 pub fn info(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
     args::key_only(rest)?;
-    let key = ctx.open_key(key_name);
-    let s = readable_value::<Sale>(&key, &SALE_TYPE)?
-        .ok_or_else(no_sale)?
-        .summary();
-    Ok(field_array(vec![
-        ("stock", int(s.stock)),
-        ("remaining", int(s.remaining)),
-        ("sold", int(s.sold)),
-        ("buyers", int(s.buyers)),
-        ("limit", int(s.limit)),
-        ("sold_out", int(u64::from(s.sold_out))),
-    ]))
+    read_sale(ctx, key_name, |sale, now| {
+        let s = sale.summary(now);
+        let events = sale
+            .config()
+            .events
+            .clone()
+            .map_or(RedisValue::Null, RedisValue::StringBuffer);
+        field_array(vec![
+            ("stock", int(s.stock)),
+            ("remaining", int(s.remaining)),
+            ("sold", int(s.sold)),
+            ("buyers", int(s.buyers)),
+            ("limit", int(s.limit)),
+            ("sold_out", int(u64::from(s.sold_out))),
+            ("held", int(s.held)),
+            ("start", optional_ms(s.start_ms)),
+            ("end", optional_ms(s.end_ms)),
+            ("hold", optional_ms(s.hold_ms)),
+            ("restocked", int(s.restocked)),
+            ("refunded", int(s.refunded)),
+            ("events", events),
+        ])
+    })
 }
 
 /// SECKILL.BOUGHT key user
 pub fn bought(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
     let user = args::user_only(rest)?;
-    let key = ctx.open_key(key_name);
-    let sale = readable_value::<Sale>(&key, &SALE_TYPE)?.ok_or_else(no_sale)?;
-    Ok(int(sale.bought(user)))
+    read_sale(ctx, key_name, |sale, now| int(sale.bought(user, now)))
 }
 
-/// SECKILL._RESTORE key version payload: written by AOF rewrite; replaces the key's sale.
+/// SECKILL.BUYERS key cursor [COUNT n]
+pub fn buyers(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+    let (cursor, count) = args::buyers(rest)?;
+    read_sale(ctx, key_name, |sale, now| {
+        let (next, page) = sale.scan(cursor, count, now);
+        let items = page
+            .into_iter()
+            .flat_map(|(user, qty, state)| {
+                [
+                    RedisValue::StringBuffer(user.to_vec()),
+                    int(qty),
+                    RedisValue::BulkString(state.name().to_string()),
+                ]
+            })
+            .collect();
+        RedisValue::Array(vec![
+            RedisValue::BulkString(next.to_string()),
+            RedisValue::Array(items),
+        ])
+    })
+}
+
+/// SECKILL._RESTORE key version payload: INIT's replicated form, and AOF rewrite's.
 pub fn restore(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
     let (version, payload) = args::restore(rest)?;
     let sale = encoding::decode_sale(payload, version)
         .map_err(|e| RedisError::String(format!("ERR bad sale payload: {}", e.0)))?;
     let key = ctx.open_key_writable(key_name);
-    writable_value::<Sale>(&key, &SALE_TYPE)?;
-    set_sale(&key, sale)?;
+    writable_value::<SaleEntry>(&key, &SALE_TYPE)?;
+    set_sale(&key, SaleEntry::new(sale))?;
+    let entry = writable_value::<SaleEntry>(&key, &SALE_TYPE)?.expect("sale just stored");
+    arm_for_holds(ctx, Home::of(ctx, key_name), entry);
     ctx.replicate_verbatim();
     Ok(RedisValue::SimpleStringStatic("OK"))
 }

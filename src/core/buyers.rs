@@ -1,31 +1,75 @@
-//! The buyers table of a sale: user id -> units bought.
+//! The buyers table of a sale: one record per user who ever bought.
 //!
 //! A flash sale records one entry per distinct buyer, possibly millions of them, so the table
 //! is laid out for memory rather than generality. Every record lives in one append-only arena
-//! (`varint(len) | user bytes | qty`) in insertion order, and the hash table holds only the
-//! record's 8-byte arena offset. `qty` takes just the bytes the sale's LIMIT needs, none at all
-//! for the default LIMIT 1 (a recorded buyer holds exactly one unit). A 10-byte user id then
-//! costs 11 arena bytes plus one table slot, against ~61 bytes for a member of a Redis SET.
-//! Insertion order is kept, so encodings and digests match on a master and its replicas.
+//! and the hash table holds only the record's 8-byte arena offset:
+//!
+//! `varint(len << 1 | gone) | user | final | [held | expires_at] | [order]`
+//!
+//! `final` and `held` take just the bytes the sale's LIMIT needs: none at all for the default
+//! LIMIT 1 without holds (a live record then holds exactly one unit). The hold fields exist
+//! only in sales with HOLD, the order number only in sales with an event stream. A 10-byte
+//! user id in a plain LIMIT 1 sale costs 11 arena bytes plus one table slot, against ~61
+//! bytes for a member of a Redis SET.
+//!
+//! Records never move and are never removed: a user whose units all went back to stock is
+//! marked gone in place, and buys again into the same record. So the arena's order is the
+//! same on a master and its replicas (encodings and digests match), and a scan by record
+//! number visits every buyer present for the whole scan exactly once.
 
 use hashbrown::{DefaultHashBuilder, HashTable};
 use std::hash::BuildHasher;
+
+/// Records between two entries of the scan index.
+const CHECKPOINT_EVERY: u64 = 64;
+
+/// Which optional fields the records of one table carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// The largest quantity a record holds (the sale's LIMIT).
+    pub limit: u64,
+    /// Records carry a held quantity and its expiry (sales with HOLD).
+    pub holds: bool,
+    /// Records carry an order number (sales with an event stream).
+    pub orders: bool,
+}
+
+/// A user's units in one sale.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Entry {
+    /// Units bought for good (without HOLD at once, with HOLD once confirmed).
+    pub final_qty: u64,
+    /// Units taken by a hold that has not been confirmed.
+    pub held_qty: u64,
+    /// When the hold expires (unix ms); meaningful while `held_qty > 0`.
+    pub expires_at_ms: u64,
+    /// The user's current order (0 in sales without an event stream).
+    pub order: u64,
+}
+
+impl Entry {
+    pub fn units(&self) -> u64 {
+        self.final_qty + self.held_qty
+    }
+}
+
+/// Where a record lives in the arena; stable for the table's lifetime.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Slot(u64);
 
 #[derive(Clone)]
 pub struct Buyers {
     arena: Vec<u8>,
     offsets: HashTable<u64>,
     hasher: DefaultHashBuilder,
-    total_units: u64,
-    /// Little-endian bytes of each record's qty: 0, 1, 2, 4 or 8.
+    layout: Layout,
     qty_width: usize,
-}
-
-impl Default for Buyers {
-    /// A table for any quantity up to u64::MAX.
-    fn default() -> Buyers {
-        Buyers::for_limit(u64::MAX)
-    }
+    /// Records ever created, gone ones included.
+    records: u64,
+    /// Records that hold at least one unit.
+    live: u64,
+    /// Arena offset of every `CHECKPOINT_EVERY`-th record, for resuming a scan.
+    checkpoints: Vec<u64>,
 }
 
 /// Appends `value` as an LEB128 varint.
@@ -55,138 +99,260 @@ pub fn get_varint(bytes: &[u8], pos: &mut usize) -> Option<u64> {
     None
 }
 
-/// Decodes the record at `start` into (user, position of its qty field).
-fn record_at(arena: &[u8], start: u64) -> (&[u8], usize) {
+/// The header of the record at `start`: (user, gone, position of the first field, position
+/// of the byte holding the gone bit).
+fn header_at(arena: &[u8], start: u64) -> (&[u8], bool, usize) {
     let mut pos = start as usize;
     // The arena is written only by `insert`, so every offset in the table names a whole record.
-    let len = get_varint(arena, &mut pos).expect("arena record header") as usize;
-    (&arena[pos..pos + len], pos + len)
+    let header = get_varint(arena, &mut pos).expect("arena record header");
+    let len = (header >> 1) as usize;
+    (&arena[pos..pos + len], header & 1 == 1, pos + len)
+}
+
+fn width_for(limit: u64) -> usize {
+    match limit {
+        0 | 1 => 0,
+        2..=0xff => 1,
+        0x100..=0xffff => 2,
+        0x1_0000..=0xffff_ffff => 4,
+        _ => 8,
+    }
 }
 
 impl Buyers {
-    /// A table whose buyers never hold more than `limit` units.
-    pub fn for_limit(limit: u64) -> Buyers {
-        let qty_width = match limit {
-            0 | 1 => 0,
-            2..=0xff => 1,
-            0x100..=0xffff => 2,
-            0x1_0000..=0xffff_ffff => 4,
-            _ => 8,
-        };
+    pub fn new(layout: Layout) -> Buyers {
+        let mut qty_width = width_for(layout.limit);
+        if layout.holds {
+            // A user may hold units with none final, so a quantity of 0 must be storable.
+            qty_width = qty_width.max(1);
+        }
         Buyers {
             arena: Vec::new(),
             offsets: HashTable::new(),
             hasher: DefaultHashBuilder::default(),
-            total_units: 0,
+            layout,
             qty_width,
+            records: 0,
+            live: 0,
+            checkpoints: Vec::new(),
         }
     }
 
-    fn qty_at(&self, qty_pos: usize) -> u64 {
-        if self.qty_width == 0 {
-            return 1;
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    fn fields_len(&self) -> usize {
+        let mut len = self.qty_width;
+        if self.layout.holds {
+            len += self.qty_width + 8;
         }
+        if self.layout.orders {
+            len += 8;
+        }
+        len
+    }
+
+    fn read_uint(&self, pos: usize, width: usize) -> u64 {
         let mut raw = [0u8; 8];
-        raw[..self.qty_width].copy_from_slice(&self.arena[qty_pos..qty_pos + self.qty_width]);
+        raw[..width].copy_from_slice(&self.arena[pos..pos + width]);
         u64::from_le_bytes(raw)
     }
 
-    fn put_qty(&mut self, qty_pos: usize, qty: u64) {
-        let width = self.qty_width;
-        self.arena[qty_pos..qty_pos + width].copy_from_slice(&qty.to_le_bytes()[..width]);
+    fn write_uint(&mut self, pos: usize, width: usize, value: u64) {
+        debug_assert!(width == 8 || value < 1 << (8 * width));
+        self.arena[pos..pos + width].copy_from_slice(&value.to_le_bytes()[..width]);
     }
 
+    fn decode_fields(&self, gone: bool, mut pos: usize) -> Entry {
+        let final_qty = if self.qty_width == 0 {
+            u64::from(!gone)
+        } else {
+            self.read_uint(pos, self.qty_width)
+        };
+        let mut entry = Entry {
+            final_qty,
+            ..Entry::default()
+        };
+        pos += self.qty_width;
+        if self.layout.holds {
+            entry.held_qty = self.read_uint(pos, self.qty_width);
+            entry.expires_at_ms = self.read_uint(pos + self.qty_width, 8);
+            pos += self.qty_width + 8;
+        }
+        if self.layout.orders {
+            entry.order = self.read_uint(pos, 8);
+        }
+        entry
+    }
+
+    fn encode_fields(&mut self, mut pos: usize, entry: &Entry) {
+        let width = self.qty_width;
+        if width > 0 {
+            self.write_uint(pos, width, entry.final_qty);
+        }
+        pos += width;
+        if self.layout.holds {
+            self.write_uint(pos, width, entry.held_qty);
+            self.write_uint(pos + width, 8, entry.expires_at_ms);
+            pos += width + 8;
+        }
+        if self.layout.orders {
+            self.write_uint(pos, 8, entry.order);
+        }
+    }
+
+    /// Records that hold at least one unit.
     pub fn len(&self) -> usize {
-        self.offsets.len()
+        self.live as usize
     }
 
     pub fn is_empty(&self) -> bool {
-        self.offsets.is_empty()
+        self.live == 0
     }
 
-    /// Sum of the units held by all buyers.
-    pub fn total_units(&self) -> u64 {
-        self.total_units
+    /// Records ever created, including those of users whose units all went back.
+    pub fn records(&self) -> u64 {
+        self.records
     }
 
-    fn find(&self, user: &[u8]) -> Option<usize> {
+    /// The record of `user`, if they ever bought.
+    pub fn find(&self, user: &[u8]) -> Option<(Slot, Entry)> {
         let hash = self.hasher.hash_one(user);
         let arena = &self.arena;
-        self.offsets
-            .find(hash, |&start| record_at(arena, start).0 == user)
-            .map(|&start| record_at(arena, start).1)
+        let &start = self
+            .offsets
+            .find(hash, |&start| header_at(arena, start).0 == user)?;
+        Some((Slot(start), self.entry(Slot(start)).1))
     }
 
-    /// Units held by `user` (0 when the user never bought).
-    pub fn get(&self, user: &[u8]) -> u64 {
-        self.find(user).map_or(0, |pos| self.qty_at(pos))
+    /// The user and units of the record at `slot`.
+    pub fn entry(&self, slot: Slot) -> (&[u8], Entry) {
+        let (user, gone, fields) = header_at(&self.arena, slot.0);
+        (user, self.decode_fields(gone, fields))
     }
 
-    /// Adds `qty` units to `user`, creating the record on first purchase. The caller keeps
-    /// every buyer within the limit the table was made for.
-    pub fn add(&mut self, user: &[u8], qty: u64) {
-        self.total_units += qty;
-        if let Some(pos) = self.find(user) {
-            let held = self.qty_at(pos) + qty;
-            debug_assert!(self.qty_width == 8 || held < 1 << (8 * self.qty_width));
-            self.put_qty(pos, held);
-            return;
+    /// Units of `user` (0 when they never bought or all went back).
+    pub fn units(&self, user: &[u8]) -> u64 {
+        self.find(user).map_or(0, |(_, entry)| entry.units())
+    }
+
+    /// Rewrites the record at `slot` in place; a record left with no units is marked gone.
+    /// The caller keeps every quantity within the LIMIT the table was made for.
+    pub fn set(&mut self, slot: Slot, entry: &Entry) {
+        let start = slot.0 as usize;
+        let (_, was_gone, fields) = header_at(&self.arena, slot.0);
+        let gone = entry.units() == 0;
+        debug_assert!(self.qty_width > 0 || entry.final_qty <= 1);
+        if gone != was_gone {
+            // Bit 0 of a varint's first byte is bit 0 of its value: flipping it keeps the length.
+            self.arena[start] ^= 1;
+            if gone {
+                self.live -= 1;
+            } else {
+                self.live += 1;
+            }
         }
-        debug_assert!(self.qty_width == 8 || qty < 1 << (8 * self.qty_width).max(1));
-        self.insert_new(user, qty);
+        self.encode_fields(fields, entry);
     }
 
-    fn insert_new(&mut self, user: &[u8], qty: u64) {
-        let needed = 10 + user.len() + self.qty_width;
+    /// Creates the record of a user who never bought.
+    pub fn insert(&mut self, user: &[u8], entry: &Entry) -> Slot {
+        debug_assert!(self.find(user).is_none());
+        let needed = 10 + user.len() + self.fields_len();
         if self.arena.capacity() - self.arena.len() < needed {
             // Grow by half instead of doubling: the arena is most of a large sale's memory.
             let extra = needed.max(self.arena.len() / 2).max(256);
             self.arena.reserve_exact(extra);
         }
         let start = self.arena.len() as u64;
-        put_varint(&mut self.arena, user.len() as u64);
+        if self.records.is_multiple_of(CHECKPOINT_EVERY) {
+            self.checkpoints.push(start);
+        }
+        self.records += 1;
+        let gone = entry.units() == 0;
+        put_varint(&mut self.arena, (user.len() as u64) << 1 | u64::from(gone));
         self.arena.extend_from_slice(user);
-        self.arena
-            .extend_from_slice(&qty.to_le_bytes()[..self.qty_width]);
+        let fields = self.arena.len();
+        self.arena.resize(fields + self.fields_len(), 0);
+        self.encode_fields(fields, entry);
+        if !gone {
+            self.live += 1;
+        }
 
         let hash = self.hasher.hash_one(user);
         let (arena, hasher) = (&self.arena, &self.hasher);
         self.offsets.insert_unique(hash, start, |&offset| {
-            hasher.hash_one(record_at(arena, offset).0)
+            hasher.hash_one(header_at(arena, offset).0)
         });
+        Slot(start)
     }
 
-    /// Every (user, qty) in the order the users first bought.
-    pub fn iter(&self) -> impl Iterator<Item = (&[u8], u64)> + '_ {
-        let mut pos = 0usize;
+    /// Every record from record number `first` on, gone ones included, in creation order.
+    pub fn iter_from(&self, first: u64) -> impl Iterator<Item = (Slot, &[u8], Entry)> + '_ {
+        let mut pos = self
+            .checkpoints
+            .get((first / CHECKPOINT_EVERY) as usize)
+            .map_or(self.arena.len(), |&offset| offset as usize);
+        let mut skip = first % CHECKPOINT_EVERY;
+        let fields_len = self.fields_len();
         std::iter::from_fn(move || {
-            if pos >= self.arena.len() {
-                return None;
+            loop {
+                if pos >= self.arena.len() {
+                    return None;
+                }
+                let slot = Slot(pos as u64);
+                let (user, gone, fields) = header_at(&self.arena, slot.0);
+                pos = fields + fields_len;
+                if skip > 0 {
+                    skip -= 1;
+                    continue;
+                }
+                return Some((slot, user, self.decode_fields(gone, fields)));
             }
-            let (user, qty_pos) = record_at(&self.arena, pos as u64);
-            pos = qty_pos + self.qty_width;
-            Some((user, self.qty_at(qty_pos)))
         })
+    }
+
+    /// Every record, gone ones included, in creation order.
+    pub fn iter(&self) -> impl Iterator<Item = (Slot, &[u8], Entry)> + '_ {
+        self.iter_from(0)
     }
 
     /// Bytes of heap this table owns, for MEMORY USAGE.
     pub fn heap_bytes(&self) -> usize {
-        self.arena.capacity() + self.offsets.allocation_size()
+        self.arena.capacity() + self.offsets.allocation_size() + self.checkpoints.capacity() * 8
     }
 
-    /// Pre-sizes for `count` buyers whose ids take `user_bytes` in total (used when loading).
+    /// Pre-sizes for `count` records whose ids take `user_bytes` in total (used when loading).
     pub fn reserve(&mut self, count: usize, user_bytes: usize) {
         self.arena
-            .reserve_exact(user_bytes + count * (self.qty_width + 2));
+            .reserve_exact(user_bytes + count * (self.fields_len() + 2));
         let (arena, hasher) = (&self.arena, &self.hasher);
         self.offsets
-            .reserve(count, |&offset| hasher.hash_one(record_at(arena, offset).0));
+            .reserve(count, |&offset| hasher.hash_one(header_at(arena, offset).0));
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const PLAIN: Layout = Layout {
+        limit: 1,
+        holds: false,
+        orders: false,
+    };
+
+    fn final_units(qty: u64) -> Entry {
+        Entry {
+            final_qty: qty,
+            ..Entry::default()
+        }
+    }
+
+    fn all(buyers: &Buyers) -> Vec<(Vec<u8>, Entry)> {
+        buyers.iter().map(|(_, u, e)| (u.to_vec(), e)).collect()
+    }
 
     #[test]
     fn varint_round_trips_edges() {
@@ -215,29 +381,65 @@ mod tests {
     }
 
     #[test]
-    fn add_get_and_order() {
-        let mut buyers = Buyers::default();
+    fn insert_find_set_and_order() {
+        let mut buyers = Buyers::new(Layout { limit: 10, ..PLAIN });
         assert!(buyers.is_empty());
-        assert_eq!(buyers.get(b"alice"), 0);
-        buyers.add(b"alice", 1);
-        buyers.add(b"bob", 2);
-        buyers.add(b"alice", 3);
-        buyers.add(b"", 1);
-        assert_eq!(buyers.get(b"alice"), 4);
-        assert_eq!(buyers.get(b"bob"), 2);
-        assert_eq!(buyers.get(b""), 1);
-        assert_eq!(buyers.get(b"carol"), 0);
-        assert_eq!(buyers.len(), 3);
-        assert_eq!(buyers.total_units(), 7);
-        let all: Vec<_> = buyers.iter().map(|(u, q)| (u.to_vec(), q)).collect();
+        assert_eq!(buyers.units(b"alice"), 0);
+        let alice = buyers.insert(b"alice", &final_units(1));
+        buyers.insert(b"bob", &final_units(2));
+        buyers.set(alice, &final_units(4));
+        buyers.insert(b"", &final_units(1));
+        assert_eq!(buyers.units(b"alice"), 4);
+        assert_eq!(buyers.units(b"bob"), 2);
+        assert_eq!(buyers.units(b""), 1);
+        assert_eq!(buyers.units(b"carol"), 0);
+        assert_eq!((buyers.len(), buyers.records()), (3, 3));
         assert_eq!(
-            all,
+            all(&buyers),
             vec![
-                (b"alice".to_vec(), 4),
-                (b"bob".to_vec(), 2),
-                (b"".to_vec(), 1)
+                (b"alice".to_vec(), final_units(4)),
+                (b"bob".to_vec(), final_units(2)),
+                (b"".to_vec(), final_units(1))
             ]
         );
+    }
+
+    #[test]
+    fn a_record_left_empty_is_gone_and_comes_back_in_place() {
+        let mut buyers = Buyers::new(PLAIN);
+        let alice = buyers.insert(b"alice", &final_units(1));
+        buyers.insert(b"bob", &final_units(1));
+        buyers.set(alice, &Entry::default());
+        assert_eq!((buyers.len(), buyers.records()), (1, 2));
+        assert_eq!(buyers.units(b"alice"), 0);
+        assert_eq!(buyers.find(b"alice").map(|(s, _)| s), Some(alice));
+        buyers.set(alice, &final_units(1));
+        assert_eq!((buyers.len(), buyers.records()), (2, 2));
+        assert_eq!(buyers.iter().next().map(|(s, _, _)| s), Some(alice));
+    }
+
+    #[test]
+    fn hold_and_order_fields_round_trip() {
+        let mut buyers = Buyers::new(Layout {
+            limit: 1,
+            holds: true,
+            orders: true,
+        });
+        let held = Entry {
+            final_qty: 0,
+            held_qty: 1,
+            expires_at_ms: 1_700_000_000_123,
+            order: 42,
+        };
+        let slot = buyers.insert(b"u", &held);
+        assert_eq!(buyers.entry(slot), (&b"u"[..], held));
+        let confirmed = Entry {
+            final_qty: 1,
+            held_qty: 0,
+            ..held
+        };
+        buyers.set(slot, &confirmed);
+        assert_eq!(buyers.find(b"u"), Some((slot, confirmed)));
     }
 
     #[test]
@@ -250,43 +452,62 @@ mod tests {
             (65_536, 4, u32::MAX as u64),
             (u32::MAX as u64 + 1, 8, u64::MAX / 2),
         ] {
-            let mut buyers = Buyers::for_limit(limit);
+            let mut buyers = Buyers::new(Layout { limit, ..PLAIN });
             assert_eq!(buyers.qty_width, width, "limit {limit}");
-            buyers.add(b"first", 1);
-            buyers.add(b"top", top.min(limit));
-            buyers.add(b"after", 1);
-            assert_eq!(buyers.get(b"first"), 1);
-            assert_eq!(buyers.get(b"top"), top.min(limit));
-            assert_eq!(buyers.get(b"after"), 1);
-            let all: Vec<u64> = buyers.iter().map(|(_, q)| q).collect();
-            assert_eq!(all, vec![1, top.min(limit), 1]);
+            buyers.insert(b"first", &final_units(1));
+            buyers.insert(b"top", &final_units(top.min(limit)));
+            buyers.insert(b"after", &final_units(1));
+            let units: Vec<u64> = buyers.iter().map(|(_, _, e)| e.final_qty).collect();
+            assert_eq!(units, vec![1, top.min(limit), 1]);
         }
-        let mut one = Buyers::for_limit(1);
-        one.add(b"0123456789", 1);
+        let mut one = Buyers::new(PLAIN);
+        one.insert(b"0123456789", &final_units(1));
         assert_eq!(one.arena.len(), 11, "LIMIT 1 stores no quantity");
+        let held = Buyers::new(Layout {
+            holds: true,
+            ..PLAIN
+        });
+        assert_eq!(held.qty_width, 1, "a held record needs a storable 0");
+    }
+
+    #[test]
+    fn iter_from_resumes_at_any_record_number() {
+        let mut buyers = Buyers::new(PLAIN);
+        for i in 0..300u32 {
+            buyers.insert(format!("u{i}").as_bytes(), &final_units(1));
+        }
+        for first in [0u64, 1, 63, 64, 65, 128, 299, 300, 1000] {
+            let users: Vec<Vec<u8>> = buyers
+                .iter_from(first)
+                .map(|(_, u, _)| u.to_vec())
+                .collect();
+            let expected: Vec<Vec<u8>> = (first.min(300)..300)
+                .map(|i| format!("u{i}").into_bytes())
+                .collect();
+            assert_eq!(users, expected, "from {first}");
+        }
     }
 
     #[test]
     fn survives_growth_with_binary_and_long_ids() {
-        let mut buyers = Buyers::default();
+        let mut buyers = Buyers::new(Layout { limit: 3, ..PLAIN });
         buyers.reserve(4, 40);
-        for i in 0..20_000u32 {
+        let id = |i: u32| {
             let mut id = i.to_le_bytes().to_vec();
-            if i % 7 == 0 {
+            if i.is_multiple_of(7) {
                 id.extend(std::iter::repeat_n(0xffu8, 200));
             }
-            buyers.add(&id, u64::from(i % 3 + 1));
+            id
+        };
+        for i in 0..20_000u32 {
+            buyers.insert(&id(i), &final_units(u64::from(i % 3 + 1)));
         }
         assert_eq!(buyers.len(), 20_000);
         for i in (0..20_000u32).step_by(997) {
-            let mut id = i.to_le_bytes().to_vec();
-            if i % 7 == 0 {
-                id.extend(std::iter::repeat_n(0xffu8, 200));
-            }
-            assert_eq!(buyers.get(&id), u64::from(i % 3 + 1));
+            assert_eq!(buyers.units(&id(i)), u64::from(i % 3 + 1));
         }
         assert!(buyers.heap_bytes() > 0);
         let cloned = buyers.clone();
-        assert_eq!(cloned.get(&1u32.to_le_bytes()), 2);
+        assert_eq!(cloned.units(&1u32.to_le_bytes()), 2);
     }
 }

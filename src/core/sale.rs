@@ -1,9 +1,17 @@
-//! The flash-sale state machine. No Redis types: the command layer feeds it and replies.
+//! The flash-sale state machine. No Redis types: the command layer passes the clock in, feeds
+//! it and replies; so every branch is unit-tested with a fake clock, and a replica that is
+//! given its master's clock reaches exactly the master's state.
 //!
-//! Invariants kept by every method: `remaining + sold == stock`, and no buyer holds more than
-//! `limit` units. Construction checks its inputs so a decoded or restored sale obeys them too.
+//! Per user there is one order at a time (see `Entry`): a user's first purchase opens it, and
+//! later purchases add to it until all its units have gone back to stock. With HOLD, bought
+//! units are *held* until confirmed; an unconfirmed hold expires and its units go back.
+//!
+//! The identity kept by every method, at every instant:
+//! `remaining + held + sold == stock + restocked`, where `sold` counts final units still
+//! owned (refunds take them out), and no user owns more than `limit` units.
 
-use super::buyers::Buyers;
+use super::buyers::{Buyers, Entry, Layout, Slot};
+use std::collections::BTreeSet;
 
 /// Largest stock, limit or quantity: Redis integers are signed 64-bit.
 pub const MAX_UNITS: u64 = i64::MAX as u64;
@@ -14,19 +22,94 @@ pub enum SaleError {
     EmptyUser,
     /// `qty` must be in 1..=limit.
     QtyOutOfRange { limit: u64 },
-    /// Stock or limit out of range, or a restored buyer list that breaks the invariants.
+    /// A restock would take the sale's units past `MAX_UNITS`.
+    TooMuchStock,
+    /// Bad settings, or a restored sale that breaks the invariants.
     Invalid(&'static str),
+}
+
+/// How a sale is set up by SECKILL.INIT.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SaleConfig {
+    pub stock: u64,
+    pub limit: u64,
+    /// Purchases are held this long awaiting confirmation; `None`: final at once.
+    pub hold_ms: Option<u64>,
+    /// TRY before this instant (unix ms) is refused.
+    pub start_ms: Option<u64>,
+    /// TRY at or after this instant (unix ms) is refused.
+    pub end_ms: Option<u64>,
+    /// The stream every state change is written to.
+    pub events: Option<Vec<u8>>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TryOutcome {
-    /// The units were taken; this many are left.
+    /// The units were taken (held, with HOLD); this many are left.
     Bought { remaining: u64 },
     /// Fewer than `qty` units left.
     SoldOut,
     /// The user would go over the per-user limit.
     LimitExceeded,
+    /// Before the sale's START.
+    NotStarted,
+    /// At or after the sale's END.
+    Ended,
 }
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    Purchase,
+    Confirm,
+    Cancel,
+    Expire,
+    Restock,
+}
+
+impl EventKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            EventKind::Purchase => "purchase",
+            EventKind::Confirm => "confirm",
+            EventKind::Cancel => "cancel",
+            EventKind::Expire => "expire",
+            EventKind::Restock => "restock",
+        }
+    }
+}
+
+/// One state change, for the event stream and the counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SaleEvent {
+    pub kind: EventKind,
+    /// The buyer's record (`None` for a restock): records never move, so the user is found there.
+    pub slot: Option<Slot>,
+    pub qty: u64,
+    /// The order number (0 for a restock, and in sales without an event stream).
+    pub order: u64,
+    /// Units left after the change.
+    pub remaining: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BuyerState {
+    /// Some units await confirmation.
+    Held,
+    /// Every unit is final.
+    Final,
+}
+
+impl BuyerState {
+    pub fn name(self) -> &'static str {
+        match self {
+            BuyerState::Held => "held",
+            BuyerState::Final => "final",
+        }
+    }
+}
+
+/// One buyer in a scan: user, units owned, state.
+pub type BuyerRow<'a> = (&'a [u8], u64, BuyerState);
 
 /// What SECKILL.INFO reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,75 +120,175 @@ pub struct SaleSummary {
     pub buyers: u64,
     pub limit: u64,
     pub sold_out: bool,
+    pub held: u64,
+    pub start_ms: Option<u64>,
+    pub end_ms: Option<u64>,
+    pub hold_ms: Option<u64>,
+    pub restocked: u64,
+    pub refunded: u64,
+}
+
+/// The persisted counters of a sale, besides its config and buyers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SaleTotals {
+    pub seed: [u8; 16],
+    pub restocked: u64,
+    pub refunded: u64,
+    /// The last order number issued.
+    pub orders: u64,
 }
 
 #[derive(Clone)]
 pub struct Sale {
-    stock: u64,
-    limit: u64,
+    config: SaleConfig,
+    totals: SaleTotals,
+    remaining: u64,
+    held: u64,
+    sold: u64,
     buyers: Buyers,
+    /// Live holds by expiry.
+    holds: BTreeSet<(u64, Slot)>,
+    /// Changes not yet taken by the command layer.
+    events: Vec<SaleEvent>,
+}
+
+/// A bijection on 62-bit integers, so distinct order numbers give distinct UUIDs.
+fn scramble62(mut x: u64) -> u64 {
+    const MASK: u64 = (1 << 62) - 1;
+    x = x.wrapping_mul(0x9E37_79B9_7F4A_7C15) & MASK;
+    x ^= x >> 29;
+    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9) & MASK;
+    x ^ (x >> 32)
 }
 
 impl Sale {
-    pub fn new(stock: u64, limit: u64) -> Result<Sale, SaleError> {
-        if stock > MAX_UNITS {
+    pub fn new(config: SaleConfig, seed: [u8; 16]) -> Result<Sale, SaleError> {
+        if config.stock > MAX_UNITS {
             return Err(SaleError::Invalid("stock out of range"));
         }
-        if limit == 0 || limit > MAX_UNITS {
+        if config.limit == 0 || config.limit > MAX_UNITS {
             return Err(SaleError::Invalid("limit out of range"));
         }
+        if config.hold_ms.is_some_and(|ms| ms == 0 || ms > MAX_UNITS) {
+            return Err(SaleError::Invalid("HOLD out of range"));
+        }
+        if config.end_ms == Some(0) {
+            return Err(SaleError::Invalid("END out of range"));
+        }
+        if let (Some(start), Some(end)) = (config.start_ms, config.end_ms)
+            && start >= end
+        {
+            return Err(SaleError::Invalid("END must be after START"));
+        }
+        if config.events.as_ref().is_some_and(|name| name.is_empty()) {
+            return Err(SaleError::Invalid("EVENTS stream name is empty"));
+        }
+        let layout = Layout {
+            limit: config.limit,
+            holds: config.hold_ms.is_some(),
+            orders: config.events.is_some(),
+        };
         Ok(Sale {
-            stock,
-            limit,
-            buyers: Buyers::for_limit(limit),
+            remaining: config.stock,
+            held: 0,
+            sold: 0,
+            buyers: Buyers::new(layout),
+            holds: BTreeSet::new(),
+            events: Vec::new(),
+            totals: SaleTotals {
+                seed,
+                ..SaleTotals::default()
+            },
+            config,
         })
     }
 
     /// Rebuilds a sale from persisted parts, refusing anything that breaks an invariant.
     pub fn restore<'a>(
-        stock: u64,
-        limit: u64,
-        buyer_count: usize,
-        buyers: impl Iterator<Item = (&'a [u8], u64)>,
+        config: SaleConfig,
+        totals: SaleTotals,
+        record_count: usize,
+        records: impl Iterator<Item = (&'a [u8], Entry)>,
     ) -> Result<Sale, SaleError> {
-        let mut sale = Sale::new(stock, limit)?;
-        sale.buyers.reserve(buyer_count, 0);
-        for (user, qty) in buyers {
+        let mut sale = Sale::new(config, totals.seed)?;
+        sale.totals = totals;
+        let supply = sale
+            .config
+            .stock
+            .checked_add(totals.restocked)
+            .filter(|&units| units <= MAX_UNITS)
+            .ok_or(SaleError::Invalid("stock out of range"))?;
+        let mut owned = 0u64;
+        sale.buyers.reserve(record_count, 0);
+        for (user, entry) in records {
             if user.is_empty() {
                 return Err(SaleError::EmptyUser);
             }
-            if qty == 0 || qty > limit {
-                return Err(SaleError::Invalid("buyer quantity out of range"));
+            let layout = sale.buyers.layout();
+            // A field the layout does not store would be lost, and the sale's encoding with it.
+            let unstorable = (!layout.holds && (entry.held_qty != 0 || entry.expires_at_ms != 0))
+                || (!layout.orders && entry.order != 0);
+            if entry.units() > sale.config.limit || unstorable || entry.order > totals.orders {
+                return Err(SaleError::Invalid("buyer record out of range"));
             }
-            if sale.buyers.get(user) != 0 {
+            if sale.buyers.find(user).is_some() {
                 return Err(SaleError::Invalid("duplicate buyer"));
             }
-            if qty > sale.remaining() {
-                return Err(SaleError::Invalid("buyers hold more than the stock"));
+            owned = owned
+                .checked_add(entry.units())
+                .filter(|&units| units <= supply)
+                .ok_or(SaleError::Invalid("buyers hold more than the stock"))?;
+            let slot = sale.buyers.insert(user, &entry);
+            if entry.held_qty > 0 {
+                sale.holds.insert((entry.expires_at_ms, slot));
             }
-            sale.buyers.add(user, qty);
+            sale.held += entry.held_qty;
+            sale.sold += entry.final_qty;
         }
+        sale.remaining = supply - owned;
         Ok(sale)
     }
 
-    pub fn stock(&self) -> u64 {
-        self.stock
+    pub fn config(&self) -> &SaleConfig {
+        &self.config
     }
 
-    pub fn limit(&self) -> u64 {
-        self.limit
-    }
-
-    pub fn sold(&self) -> u64 {
-        self.buyers.total_units()
-    }
-
-    pub fn remaining(&self) -> u64 {
-        self.stock - self.sold()
+    pub fn totals(&self) -> &SaleTotals {
+        &self.totals
     }
 
     pub fn buyers(&self) -> &Buyers {
         &self.buyers
+    }
+
+    pub fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
+    /// When the earliest live hold expires.
+    pub fn next_expiry(&self) -> Option<u64> {
+        self.holds.first().map(|&(at, _)| at)
+    }
+
+    /// The UUID of order number `order`: version 8 (RFC 9562), derived from the sale's random
+    /// seed so it costs no storage and replays identically; unique within the sale.
+    pub fn order_uuid(&self, order: u64) -> String {
+        let seed = self.totals.seed;
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&seed[..8]);
+        let tail = u64::from_be_bytes(seed[8..].try_into().expect("8 bytes"));
+        let low = (scramble62(order) ^ tail) & ((1 << 62) - 1) | (0b10 << 62);
+        bytes[8..].copy_from_slice(&low.to_be_bytes());
+        bytes[6] = (bytes[6] & 0x0f) | 0x80;
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        format!(
+            "{}-{}-{}-{}-{}",
+            &hex[..8],
+            &hex[8..12],
+            &hex[12..16],
+            &hex[16..20],
+            &hex[20..]
+        )
     }
 
     /// Checks the arguments of a purchase without touching the sale.
@@ -113,47 +296,241 @@ impl Sale {
         if user.is_empty() {
             return Err(SaleError::EmptyUser);
         }
-        if qty == 0 || qty > self.limit {
-            return Err(SaleError::QtyOutOfRange { limit: self.limit });
+        if qty == 0 || qty > self.config.limit {
+            return Err(SaleError::QtyOutOfRange {
+                limit: self.config.limit,
+            });
         }
         Ok(())
     }
 
-    /// One purchase attempt: sold-out check (no buyer lookup), then the per-user limit,
-    /// then the units are taken and the buyer recorded.
-    pub fn try_buy(&mut self, user: &[u8], qty: u64) -> Result<TryOutcome, SaleError> {
+    fn record(&mut self, kind: EventKind, slot: Option<Slot>, qty: u64, order: u64) {
+        self.events.push(SaleEvent {
+            kind,
+            slot,
+            qty,
+            order,
+            remaining: self.remaining,
+        });
+    }
+
+    /// The changes made since the last [`Sale::clear_events`], in order.
+    pub fn events(&self) -> &[SaleEvent] {
+        &self.events
+    }
+
+    pub fn clear_events(&mut self) {
+        self.events.clear();
+    }
+
+    /// Returns the units of every hold due at `now_ms` to stock.
+    pub fn settle(&mut self, now_ms: u64) {
+        while let Some(&(at, slot)) = self.holds.first()
+            && at <= now_ms
+        {
+            self.holds.pop_first();
+            let (_, mut entry) = self.buyers.entry(slot);
+            let qty = entry.held_qty;
+            entry.held_qty = 0;
+            self.buyers.set(slot, &entry);
+            self.held -= qty;
+            self.remaining += qty;
+            self.record(EventKind::Expire, Some(slot), qty, entry.order);
+        }
+    }
+
+    /// One purchase attempt at `now_ms`: due holds expire, then the window is checked, then
+    /// sold out (no buyer lookup), then the per-user limit; then the units are taken.
+    pub fn try_buy(&mut self, user: &[u8], qty: u64, now_ms: u64) -> Result<TryOutcome, SaleError> {
         self.check_request(user, qty)?;
-        if self.remaining() < qty {
+        self.settle(now_ms);
+        if self.config.start_ms.is_some_and(|start| now_ms < start) {
+            return Ok(TryOutcome::NotStarted);
+        }
+        if self.config.end_ms.is_some_and(|end| now_ms >= end) {
+            return Ok(TryOutcome::Ended);
+        }
+        if self.remaining < qty {
             return Ok(TryOutcome::SoldOut);
         }
-        if self.buyers.get(user) + qty > self.limit {
+        let found = self.buyers.find(user);
+        let mut entry = found.map_or_else(Entry::default, |(_, entry)| entry);
+        if entry.units() + qty > self.config.limit {
             return Ok(TryOutcome::LimitExceeded);
         }
-        self.buyers.add(user, qty);
+        if entry.units() == 0 && self.buyers.layout().orders {
+            self.totals.orders += 1;
+            entry.order = self.totals.orders;
+        }
+        let opens_hold = self.config.hold_ms.is_some() && entry.held_qty == 0;
+        match self.config.hold_ms {
+            Some(hold_ms) => {
+                if opens_hold {
+                    entry.expires_at_ms = now_ms.saturating_add(hold_ms);
+                }
+                // Units bought while a hold is live join it, under its deadline.
+                entry.held_qty += qty;
+                self.held += qty;
+            }
+            None => {
+                entry.final_qty += qty;
+                self.sold += qty;
+            }
+        }
+        let slot = match found {
+            Some((slot, _)) => {
+                self.buyers.set(slot, &entry);
+                slot
+            }
+            None => self.buyers.insert(user, &entry),
+        };
+        if opens_hold {
+            self.holds.insert((entry.expires_at_ms, slot));
+        }
+        self.remaining -= qty;
+        self.record(EventKind::Purchase, Some(slot), qty, entry.order);
         Ok(TryOutcome::Bought {
-            remaining: self.remaining(),
+            remaining: self.remaining,
         })
     }
 
-    /// Units `user` holds (0 if none).
-    pub fn bought(&self, user: &[u8]) -> u64 {
-        self.buyers.get(user)
+    /// Makes the user's live hold final: `false` if there was none (never held, already
+    /// final, or expired).
+    pub fn confirm(&mut self, user: &[u8], now_ms: u64) -> bool {
+        self.settle(now_ms);
+        let Some((slot, mut entry)) = self.buyers.find(user) else {
+            return false;
+        };
+        if entry.held_qty == 0 {
+            return false;
+        }
+        self.holds.remove(&(entry.expires_at_ms, slot));
+        let qty = entry.held_qty;
+        entry.final_qty += qty;
+        entry.held_qty = 0;
+        self.buyers.set(slot, &entry);
+        self.held -= qty;
+        self.sold += qty;
+        self.record(EventKind::Confirm, Some(slot), qty, entry.order);
+        true
     }
 
-    pub fn summary(&self) -> SaleSummary {
-        SaleSummary {
-            stock: self.stock,
-            remaining: self.remaining(),
-            sold: self.sold(),
-            buyers: self.buyers.len() as u64,
-            limit: self.limit,
-            sold_out: self.remaining() == 0,
+    /// Returns up to `qty` (default: all) of the user's units to stock, held ones first, then
+    /// final ones (a refund). Replies the units returned.
+    pub fn cancel(&mut self, user: &[u8], qty: Option<u64>, now_ms: u64) -> u64 {
+        self.settle(now_ms);
+        let Some((slot, mut entry)) = self.buyers.find(user) else {
+            return 0;
+        };
+        let returned = qty.map_or(entry.units(), |qty| qty.min(entry.units()));
+        if returned == 0 {
+            return 0;
         }
+        let from_hold = returned.min(entry.held_qty);
+        let refunded = returned - from_hold;
+        if from_hold > 0 && from_hold == entry.held_qty {
+            self.holds.remove(&(entry.expires_at_ms, slot));
+        }
+        entry.held_qty -= from_hold;
+        entry.final_qty -= refunded;
+        self.buyers.set(slot, &entry);
+        self.held -= from_hold;
+        self.sold -= refunded;
+        self.totals.refunded += refunded;
+        self.remaining += returned;
+        self.record(EventKind::Cancel, Some(slot), returned, entry.order);
+        returned
+    }
+
+    /// Adds `units` to the sale; replies the units remaining.
+    pub fn restock(&mut self, units: u64, now_ms: u64) -> Result<u64, SaleError> {
+        // Checked before anything changes, so a refused restock leaves the sale as it was.
+        let supply = self.config.stock + self.totals.restocked;
+        if units == 0 || supply.checked_add(units).is_none_or(|s| s > MAX_UNITS) {
+            return Err(SaleError::TooMuchStock);
+        }
+        self.settle(now_ms);
+        self.totals.restocked += units;
+        self.remaining += units;
+        self.record(EventKind::Restock, None, units, 0);
+        Ok(self.remaining)
+    }
+
+    /// `entry` as of `now_ms`: a hold that is due counts as gone even before `settle` runs,
+    /// so reads (which never change the sale) see what the next write will.
+    fn entry_at(entry: Entry, now_ms: u64) -> Entry {
+        if entry.held_qty > 0 && entry.expires_at_ms <= now_ms {
+            Entry {
+                held_qty: 0,
+                ..entry
+            }
+        } else {
+            entry
+        }
+    }
+
+    /// Units `user` owns at `now_ms` (0 if none).
+    pub fn bought(&self, user: &[u8], now_ms: u64) -> u64 {
+        self.buyers
+            .find(user)
+            .map_or(0, |(_, entry)| Sale::entry_at(entry, now_ms).units())
+    }
+
+    pub fn summary(&self, now_ms: u64) -> SaleSummary {
+        let (mut due_units, mut due_buyers) = (0, 0);
+        for &(_, slot) in self.holds.iter().take_while(|&&(at, _)| at <= now_ms) {
+            let entry = self.buyers.entry(slot).1;
+            due_units += entry.held_qty;
+            due_buyers += u64::from(entry.final_qty == 0);
+        }
+        let remaining = self.remaining + due_units;
+        SaleSummary {
+            stock: self.config.stock,
+            remaining,
+            sold: self.sold,
+            buyers: self.buyers.len() as u64 - due_buyers,
+            limit: self.config.limit,
+            sold_out: remaining == 0,
+            held: self.held - due_units,
+            start_ms: self.config.start_ms,
+            end_ms: self.config.end_ms,
+            hold_ms: self.config.hold_ms,
+            restocked: self.totals.restocked,
+            refunded: self.totals.refunded,
+        }
+    }
+
+    /// Up to `count` buyers from cursor `cursor` (0 starts), as of `now_ms`, and the cursor to
+    /// continue from (0 when done). At most `10 * count` records are examined per call, as
+    /// SCAN may return fewer than asked.
+    pub fn scan(&self, cursor: u64, count: u64, now_ms: u64) -> (u64, Vec<BuyerRow<'_>>) {
+        let budget = count.saturating_mul(10);
+        let mut found = Vec::new();
+        for (next, (_, user, entry)) in (cursor..).zip(self.buyers.iter_from(cursor)) {
+            if found.len() as u64 == count || next - cursor == budget {
+                return (next, found);
+            }
+            let entry = Sale::entry_at(entry, now_ms);
+            if entry.units() > 0 {
+                let state = if entry.held_qty > 0 {
+                    BuyerState::Held
+                } else {
+                    BuyerState::Final
+                };
+                found.push((user, entry.units(), state));
+            }
+        }
+        (0, found)
     }
 
     /// Heap plus inline bytes, for MEMORY USAGE.
     pub fn memory_bytes(&self) -> usize {
-        std::mem::size_of::<Sale>() + self.buyers.heap_bytes()
+        // A BTreeSet entry costs about its 16 bytes plus node overhead.
+        std::mem::size_of::<Sale>()
+            + self.buyers.heap_bytes()
+            + self.holds.len() * 32
+            + self.config.events.as_ref().map_or(0, Vec::capacity)
+            + self.events.capacity() * std::mem::size_of::<SaleEvent>()
     }
 }
 
@@ -161,149 +538,501 @@ impl Sale {
 mod tests {
     use super::*;
 
+    const T0: u64 = 1_700_000_000_000;
+
+    fn config(stock: u64, limit: u64) -> SaleConfig {
+        SaleConfig {
+            stock,
+            limit,
+            ..SaleConfig::default()
+        }
+    }
+
+    fn held(stock: u64, limit: u64, hold_ms: u64) -> Sale {
+        Sale::new(
+            SaleConfig {
+                hold_ms: Some(hold_ms),
+                events: Some(b"events".to_vec()),
+                ..config(stock, limit)
+            },
+            [7; 16],
+        )
+        .unwrap()
+    }
+
+    fn plain(stock: u64, limit: u64) -> Sale {
+        Sale::new(config(stock, limit), [0; 16]).unwrap()
+    }
+
+    /// The documented identity and the per-user limit, from the stored records.
     fn assert_invariants(sale: &Sale) {
-        let s = sale.summary();
-        assert_eq!(s.remaining + s.sold, s.stock);
-        assert!(sale.buyers().iter().all(|(_, q)| q >= 1 && q <= s.limit));
-        assert_eq!(sale.buyers().iter().map(|(_, q)| q).sum::<u64>(), s.sold);
+        let (mut held, mut sold, mut live) = (0, 0, 0);
+        for (_, _, entry) in sale.buyers().iter() {
+            assert!(entry.units() <= sale.config.limit);
+            held += entry.held_qty;
+            sold += entry.final_qty;
+            live += u64::from(entry.units() > 0);
+        }
+        assert_eq!((held, sold), (sale.held, sale.sold));
+        assert_eq!(live, sale.buyers().len() as u64);
+        assert_eq!(
+            sale.remaining + sale.held + sale.sold,
+            sale.config.stock + sale.totals.restocked
+        );
+        let holding = sale
+            .buyers()
+            .iter()
+            .filter(|(_, _, e)| e.held_qty > 0)
+            .count();
+        assert_eq!(sale.holds.len(), holding);
+    }
+
+    fn kinds(sale: &Sale) -> Vec<(EventKind, u64, u64)> {
+        sale.events()
+            .iter()
+            .map(|e| (e.kind, e.qty, e.remaining))
+            .collect()
     }
 
     #[test]
-    fn new_rejects_bad_limits_and_stock() {
-        assert_eq!(
-            Sale::new(1, 0).err(),
-            Some(SaleError::Invalid("limit out of range"))
-        );
-        assert_eq!(
-            Sale::new(1, MAX_UNITS + 1).err(),
-            Some(SaleError::Invalid("limit out of range"))
-        );
-        assert_eq!(
-            Sale::new(MAX_UNITS + 1, 1).err(),
-            Some(SaleError::Invalid("stock out of range"))
-        );
-        let sale = Sale::new(MAX_UNITS, MAX_UNITS).unwrap();
-        assert_eq!(sale.remaining(), MAX_UNITS);
+    fn new_rejects_bad_settings() {
+        let cases = [
+            (config(1, 0), "limit out of range"),
+            (config(1, MAX_UNITS + 1), "limit out of range"),
+            (config(MAX_UNITS + 1, 1), "stock out of range"),
+            (
+                SaleConfig {
+                    hold_ms: Some(0),
+                    ..config(1, 1)
+                },
+                "HOLD out of range",
+            ),
+            (
+                SaleConfig {
+                    end_ms: Some(0),
+                    ..config(1, 1)
+                },
+                "END out of range",
+            ),
+            (
+                SaleConfig {
+                    start_ms: Some(5),
+                    end_ms: Some(5),
+                    ..config(1, 1)
+                },
+                "END must be after START",
+            ),
+            (
+                SaleConfig {
+                    events: Some(Vec::new()),
+                    ..config(1, 1)
+                },
+                "EVENTS stream name is empty",
+            ),
+        ];
+        for (config, why) in cases {
+            assert_eq!(
+                Sale::new(config, [0; 16]).err(),
+                Some(SaleError::Invalid(why))
+            );
+        }
+        assert_eq!(plain(MAX_UNITS, MAX_UNITS).remaining(), MAX_UNITS);
     }
 
     #[test]
     fn buys_until_sold_out() {
-        let mut sale = Sale::new(2, 1).unwrap();
+        let mut sale = plain(2, 1);
         assert_eq!(
-            sale.try_buy(b"a", 1),
+            sale.try_buy(b"a", 1, T0),
             Ok(TryOutcome::Bought { remaining: 1 })
         );
         assert_eq!(
-            sale.try_buy(b"b", 1),
+            sale.try_buy(b"b", 1, T0),
             Ok(TryOutcome::Bought { remaining: 0 })
         );
-        assert_eq!(sale.try_buy(b"c", 1), Ok(TryOutcome::SoldOut));
-        let s = sale.summary();
+        assert_eq!(sale.try_buy(b"c", 1, T0), Ok(TryOutcome::SoldOut));
+        let s = sale.summary(T0);
         assert!(s.sold_out);
-        assert_eq!((s.sold, s.buyers, s.remaining), (2, 2, 0));
+        assert_eq!((s.sold, s.buyers, s.remaining, s.held), (2, 2, 0, 0));
         assert_invariants(&sale);
     }
 
     #[test]
     fn sold_out_wins_over_limit_and_does_not_record() {
-        let mut sale = Sale::new(1, 1).unwrap();
-        sale.try_buy(b"a", 1).unwrap();
+        let mut sale = plain(1, 1);
+        sale.try_buy(b"a", 1, T0).unwrap();
         // `a` is also at its limit, but sold out is checked first.
-        assert_eq!(sale.try_buy(b"a", 1), Ok(TryOutcome::SoldOut));
-        assert_eq!(sale.try_buy(b"z", 1), Ok(TryOutcome::SoldOut));
-        assert_eq!(sale.bought(b"z"), 0);
-        assert_eq!(sale.summary().buyers, 1);
+        assert_eq!(sale.try_buy(b"a", 1, T0), Ok(TryOutcome::SoldOut));
+        assert_eq!(sale.try_buy(b"z", 1, T0), Ok(TryOutcome::SoldOut));
+        assert_eq!(sale.bought(b"z", T0), 0);
+        assert_eq!(sale.summary(T0).buyers, 1);
     }
 
     #[test]
     fn limit_counts_units_across_purchases() {
-        let mut sale = Sale::new(10, 3).unwrap();
+        let mut sale = plain(10, 3);
         assert_eq!(
-            sale.try_buy(b"a", 2),
+            sale.try_buy(b"a", 2, T0),
             Ok(TryOutcome::Bought { remaining: 8 })
         );
-        assert_eq!(sale.try_buy(b"a", 2), Ok(TryOutcome::LimitExceeded));
+        assert_eq!(sale.try_buy(b"a", 2, T0), Ok(TryOutcome::LimitExceeded));
         assert_eq!(
-            sale.try_buy(b"a", 1),
+            sale.try_buy(b"a", 1, T0),
             Ok(TryOutcome::Bought { remaining: 7 })
         );
-        assert_eq!(sale.try_buy(b"a", 1), Ok(TryOutcome::LimitExceeded));
-        assert_eq!(sale.bought(b"a"), 3);
-        assert_eq!(sale.summary().buyers, 1);
+        assert_eq!(sale.try_buy(b"a", 1, T0), Ok(TryOutcome::LimitExceeded));
+        assert_eq!(sale.bought(b"a", T0), 3);
+        assert_eq!(sale.summary(T0).buyers, 1);
         assert_invariants(&sale);
     }
 
     #[test]
     fn partial_quantity_larger_than_remaining_is_sold_out() {
-        let mut sale = Sale::new(3, 5).unwrap();
-        assert_eq!(sale.try_buy(b"a", 4), Ok(TryOutcome::SoldOut));
+        let mut sale = plain(3, 5);
+        assert_eq!(sale.try_buy(b"a", 4, T0), Ok(TryOutcome::SoldOut));
         assert_eq!(
-            sale.try_buy(b"a", 3),
+            sale.try_buy(b"a", 3, T0),
             Ok(TryOutcome::Bought { remaining: 0 })
         );
     }
 
     #[test]
     fn rejects_bad_requests_without_change() {
-        let mut sale = Sale::new(3, 2).unwrap();
-        assert_eq!(sale.try_buy(b"", 1), Err(SaleError::EmptyUser));
-        assert_eq!(
-            sale.try_buy(b"a", 0),
-            Err(SaleError::QtyOutOfRange { limit: 2 })
-        );
-        assert_eq!(
-            sale.try_buy(b"a", 3),
-            Err(SaleError::QtyOutOfRange { limit: 2 })
-        );
-        assert_eq!(sale.summary().sold, 0);
+        let mut sale = plain(3, 2);
+        assert_eq!(sale.try_buy(b"", 1, T0), Err(SaleError::EmptyUser));
+        for qty in [0, 3] {
+            assert_eq!(
+                sale.try_buy(b"a", qty, T0),
+                Err(SaleError::QtyOutOfRange { limit: 2 })
+            );
+        }
+        assert_eq!(sale.summary(T0).sold, 0);
+        assert!(sale.events().is_empty());
     }
 
     #[test]
     fn zero_stock_is_sold_out_from_the_start() {
-        let mut sale = Sale::new(0, 1).unwrap();
-        assert!(sale.summary().sold_out);
-        assert_eq!(sale.try_buy(b"a", 1), Ok(TryOutcome::SoldOut));
+        let mut sale = plain(0, 1);
+        assert!(sale.summary(T0).sold_out);
+        assert_eq!(sale.try_buy(b"a", 1, T0), Ok(TryOutcome::SoldOut));
+    }
+
+    #[test]
+    fn the_window_is_start_inclusive_end_exclusive_and_checked_first() {
+        let mut sale = Sale::new(
+            SaleConfig {
+                start_ms: Some(T0),
+                end_ms: Some(T0 + 10),
+                ..config(1, 1)
+            },
+            [0; 16],
+        )
+        .unwrap();
+        assert_eq!(sale.try_buy(b"a", 1, T0 - 1), Ok(TryOutcome::NotStarted));
+        assert_eq!(
+            sale.try_buy(b"a", 1, T0),
+            Ok(TryOutcome::Bought { remaining: 0 })
+        );
+        // Sold out and over the limit too, but the window answers first.
+        assert_eq!(sale.try_buy(b"a", 1, T0 + 10), Ok(TryOutcome::Ended));
+        assert_eq!(sale.try_buy(b"a", 1, T0 + 9), Ok(TryOutcome::SoldOut));
+        let s = sale.summary(T0);
+        assert_eq!((s.start_ms, s.end_ms), (Some(T0), Some(T0 + 10)));
+    }
+
+    #[test]
+    fn a_hold_expires_back_to_stock_and_the_user_may_buy_again() {
+        let mut sale = held(1, 1, 100);
+        assert_eq!(
+            sale.try_buy(b"a", 1, T0),
+            Ok(TryOutcome::Bought { remaining: 0 })
+        );
+        assert_eq!(sale.next_expiry(), Some(T0 + 100));
+        assert_eq!(sale.try_buy(b"b", 1, T0 + 99), Ok(TryOutcome::SoldOut));
+        // Reads see the expiry before any write applies it.
+        let s = sale.summary(T0 + 100);
+        assert_eq!((s.remaining, s.held, s.buyers), (1, 0, 0));
+        assert_eq!(sale.bought(b"a", T0 + 100), 0);
+        assert_eq!(sale.bought(b"a", T0 + 99), 1);
+        assert_eq!(sale.held, 1, "reads change nothing");
+
+        assert_eq!(
+            sale.try_buy(b"b", 1, T0 + 100),
+            Ok(TryOutcome::Bought { remaining: 0 })
+        );
+        assert_eq!(
+            kinds(&sale),
+            vec![
+                (EventKind::Purchase, 1, 0),
+                (EventKind::Expire, 1, 1),
+                (EventKind::Purchase, 1, 0)
+            ]
+        );
+        assert!(!sale.confirm(b"a", T0 + 101), "expired");
+        assert_eq!(sale.try_buy(b"a", 1, T0 + 101), Ok(TryOutcome::SoldOut));
+        assert_invariants(&sale);
+    }
+
+    #[test]
+    fn confirm_makes_a_hold_final_once() {
+        let mut sale = held(5, 2, 100);
+        assert!(!sale.confirm(b"a", T0), "never held");
+        sale.try_buy(b"a", 1, T0).unwrap();
+        assert!(sale.confirm(b"a", T0 + 99));
+        assert!(!sale.confirm(b"a", T0 + 99), "already final");
+        assert_eq!(sale.next_expiry(), None);
+        sale.settle(T0 + 1_000_000);
+        assert_eq!(
+            sale.bought(b"a", T0 + 1_000_000),
+            1,
+            "final units never expire"
+        );
+        let s = sale.summary(T0 + 1_000_000);
+        assert_eq!((s.sold, s.held, s.remaining), (1, 0, 4));
+        assert_invariants(&sale);
+    }
+
+    #[test]
+    fn units_bought_while_held_join_the_hold_and_its_deadline() {
+        let mut sale = held(5, 3, 100);
+        sale.try_buy(b"a", 1, T0).unwrap();
+        sale.try_buy(b"a", 1, T0 + 50).unwrap();
+        let order = sale.buyers().find(b"a").unwrap().1.order;
+        assert_eq!(sale.next_expiry(), Some(T0 + 100));
+        assert_eq!(sale.holds.len(), 1);
+        sale.settle(T0 + 100);
+        assert_eq!(sale.bought(b"a", T0 + 100), 0);
+        assert_eq!(
+            sale.events().last().map(|e| (e.qty, e.order)),
+            Some((2, order))
+        );
+        // A new purchase after the expiry is a new order.
+        sale.try_buy(b"a", 1, T0 + 200).unwrap();
+        assert_ne!(sale.buyers().find(b"a").unwrap().1.order, order);
+        assert_invariants(&sale);
+    }
+
+    #[test]
+    fn a_user_may_hold_and_own_final_units_at_once() {
+        let mut sale = held(5, 3, 100);
+        sale.try_buy(b"a", 1, T0).unwrap();
+        assert!(sale.confirm(b"a", T0));
+        sale.try_buy(b"a", 2, T0 + 10).unwrap();
+        assert_eq!(
+            sale.scan(0, 10, T0 + 10).1,
+            vec![(&b"a"[..], 3, BuyerState::Held)]
+        );
+        sale.settle(T0 + 110);
+        assert_eq!(
+            sale.scan(0, 10, T0 + 110).1,
+            vec![(&b"a"[..], 1, BuyerState::Final)]
+        );
+        assert_invariants(&sale);
+    }
+
+    #[test]
+    fn cancel_takes_held_units_first_then_refunds() {
+        let mut sale = held(10, 5, 100);
+        assert_eq!(sale.cancel(b"nobody", None, T0), 0);
+        sale.try_buy(b"a", 2, T0).unwrap();
+        assert!(sale.confirm(b"a", T0));
+        sale.try_buy(b"a", 2, T0).unwrap();
+        assert_eq!(sale.cancel(b"a", Some(1), T0), 1);
+        assert_eq!((sale.held, sale.sold, sale.totals.refunded), (1, 2, 0));
+        assert_eq!(sale.next_expiry(), Some(T0 + 100), "one held unit left");
+        assert_eq!(sale.cancel(b"a", Some(2), T0), 2);
+        assert_eq!((sale.held, sale.sold, sale.totals.refunded), (0, 1, 1));
+        assert_eq!(sale.next_expiry(), None);
+        assert_eq!(
+            sale.cancel(b"a", Some(99), T0),
+            1,
+            "capped at what is owned"
+        );
+        assert_eq!(sale.cancel(b"a", None, T0), 0);
+        assert_eq!(sale.buyers().len(), 0);
+        assert_eq!(sale.remaining(), 10);
+        assert_invariants(&sale);
+    }
+
+    #[test]
+    fn cancel_clears_sold_out_and_a_refunded_user_may_buy_again() {
+        let mut sale = plain(1, 1);
+        sale.try_buy(b"a", 1, T0).unwrap();
+        assert!(sale.summary(T0).sold_out);
+        assert_eq!(sale.cancel(b"a", None, T0), 1);
+        assert!(!sale.summary(T0).sold_out);
+        assert_eq!(sale.summary(T0).refunded, 1);
+        assert_eq!(
+            sale.try_buy(b"a", 1, T0),
+            Ok(TryOutcome::Bought { remaining: 0 })
+        );
+        assert_eq!(sale.buyers().records(), 1, "the same record is reused");
+        assert_invariants(&sale);
+    }
+
+    #[test]
+    fn restock_adds_units_and_checks_the_ceiling() {
+        let mut sale = plain(1, 1);
+        sale.try_buy(b"a", 1, T0).unwrap();
+        assert_eq!(sale.restock(2, T0), Ok(2));
+        assert_eq!(sale.summary(T0).restocked, 2);
+        assert_eq!(sale.restock(0, T0), Err(SaleError::TooMuchStock));
+        assert_eq!(
+            sale.restock(MAX_UNITS - 2, T0),
+            Err(SaleError::TooMuchStock)
+        );
+        assert_eq!(sale.restock(MAX_UNITS - 3, T0), Ok(MAX_UNITS - 1));
+        assert_eq!(
+            sale.events().last().map(|e| (e.kind, e.slot)),
+            Some((EventKind::Restock, None))
+        );
+        assert_invariants(&sale);
+    }
+
+    #[test]
+    fn settle_expires_only_due_holds_in_expiry_order() {
+        let mut sale = held(10, 1, 100);
+        for (i, user) in [b"a", b"b", b"c"].iter().enumerate() {
+            sale.try_buy(*user, 1, T0 + 10 * i as u64).unwrap();
+        }
+        sale.clear_events();
+        sale.settle(T0 + 115);
+        let expired: Vec<u64> = sale.events().iter().map(|e| e.order).collect();
+        assert_eq!(expired, vec![1, 2]);
+        assert_eq!(sale.next_expiry(), Some(T0 + 120));
+        assert_invariants(&sale);
+    }
+
+    #[test]
+    fn order_uuids_are_well_formed_distinct_and_seeded() {
+        let sale = held(1, 1, 1);
+        let uuid = sale.order_uuid(1);
+        assert_eq!(uuid.len(), 36);
+        assert_eq!(&uuid[14..15], "8", "version 8");
+        assert!(
+            matches!(&uuid[19..20], "8" | "9" | "a" | "b"),
+            "RFC variant"
+        );
+        let all: std::collections::HashSet<String> =
+            (1..10_000).map(|n| sale.order_uuid(n)).collect();
+        assert_eq!(all.len(), 9_999);
+        let other = Sale::new(config(1, 1), [8; 16]).unwrap();
+        assert_ne!(other.order_uuid(1), uuid);
+    }
+
+    #[test]
+    fn scan_visits_every_present_buyer_once_across_changes() {
+        let mut sale = held(1000, 1, 1_000);
+        for i in 0..200 {
+            sale.try_buy(format!("u{i:03}").as_bytes(), 1, T0).unwrap();
+        }
+        let mut seen = Vec::new();
+        let mut cursor = 0;
+        let mut step = 0;
+        loop {
+            let (next, page) = sale.scan(cursor, 7, T0);
+            seen.extend(page.iter().map(|(u, _, _)| u.to_vec()));
+            // Changes during the scan: newcomers, and a cancel of someone not yet visited.
+            step += 1;
+            sale.try_buy(format!("new{step}").as_bytes(), 1, T0)
+                .unwrap();
+            if step == 3 {
+                sale.cancel(b"u150", None, T0);
+            }
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        for i in (0..200).filter(|&i| i != 150) {
+            let user = format!("u{i:03}").into_bytes();
+            assert_eq!(seen.iter().filter(|u| **u == user).count(), 1, "u{i:03}");
+        }
+        assert!(!seen.contains(&b"u150".to_vec()));
+    }
+
+    #[test]
+    fn scan_examines_a_bounded_number_of_records() {
+        let mut sale = plain(100, 1);
+        for i in 0..50 {
+            let user = format!("u{i}");
+            sale.try_buy(user.as_bytes(), 1, T0).unwrap();
+            sale.cancel(user.as_bytes(), None, T0);
+        }
+        sale.try_buy(b"last", 1, T0).unwrap();
+        assert_eq!(sale.scan(0, 2, T0), (20, vec![]));
+        assert_eq!(
+            sale.scan(40, 2, T0),
+            (0, vec![(&b"last"[..], 1, BuyerState::Final)])
+        );
+        assert_eq!(sale.scan(1_000, 2, T0), (0, vec![]));
     }
 
     #[test]
     fn restore_checks_every_invariant() {
-        let ok = [(&b"a"[..], 1u64), (&b"b"[..], 2)];
-        let sale = Sale::restore(5, 2, 2, ok.into_iter()).unwrap();
-        assert_eq!(sale.summary().remaining, 2);
+        let entry = |final_qty, held_qty| Entry {
+            final_qty,
+            held_qty,
+            ..Entry::default()
+        };
+        let totals = SaleTotals::default();
+        let ok = [(&b"a"[..], entry(1, 0)), (&b"b"[..], entry(2, 0))];
+        let sale = Sale::restore(config(5, 2), totals, 2, ok.into_iter()).unwrap();
+        assert_eq!(sale.summary(T0).remaining, 2);
         assert_invariants(&sale);
 
-        type Buyer<'a> = (&'a [u8], u64);
-        let cases: [(&[Buyer], SaleError); 5] = [
-            (&[(b"", 1)], SaleError::EmptyUser),
+        type Record<'a> = (&'a [u8], Entry);
+        let cases: [(&[Record], SaleError); 6] = [
+            (&[(b"", entry(1, 0))], SaleError::EmptyUser),
             (
-                &[(b"a", 0)],
-                SaleError::Invalid("buyer quantity out of range"),
+                &[(b"a", entry(3, 0))],
+                SaleError::Invalid("buyer record out of range"),
             ),
             (
-                &[(b"a", 3)],
-                SaleError::Invalid("buyer quantity out of range"),
+                &[(b"a", entry(0, 1))],
+                SaleError::Invalid("buyer record out of range"),
             ),
             (
-                &[(b"a", 1), (b"a", 1)],
+                &[(
+                    b"a",
+                    Entry {
+                        order: 1,
+                        ..entry(1, 0)
+                    },
+                )],
+                SaleError::Invalid("buyer record out of range"),
+            ),
+            (
+                &[(b"a", entry(1, 0)), (b"a", entry(1, 0))],
                 SaleError::Invalid("duplicate buyer"),
             ),
             (
-                &[(b"a", 2), (b"b", 2), (b"c", 2)],
+                &[
+                    (b"a", entry(2, 0)),
+                    (b"b", entry(2, 0)),
+                    (b"c", entry(2, 0)),
+                ],
                 SaleError::Invalid("buyers hold more than the stock"),
             ),
         ];
-        for (buyers, expected) in cases {
-            let got = Sale::restore(5, 2, buyers.len(), buyers.iter().copied());
+        for (records, expected) in cases {
+            let got = Sale::restore(config(5, 2), totals, records.len(), records.iter().copied());
             assert_eq!(got.err(), Some(expected));
         }
+        let too_much = SaleTotals {
+            restocked: MAX_UNITS,
+            ..totals
+        };
+        assert!(Sale::restore(config(5, 2), too_much, 0, std::iter::empty()).is_err());
     }
 
     #[test]
     fn memory_grows_with_buyers() {
-        let mut sale = Sale::new(1000, 1).unwrap();
+        let mut sale = plain(1000, 1);
         let empty = sale.memory_bytes();
         for i in 0..500u32 {
-            sale.try_buy(format!("user{i:06}").as_bytes(), 1).unwrap();
+            sale.try_buy(format!("user{i:06}").as_bytes(), 1, T0)
+                .unwrap();
         }
         assert!(sale.memory_bytes() > empty + 500 * 10);
     }

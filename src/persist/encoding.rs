@@ -4,11 +4,12 @@
 //! Every version ever written must keep decoding: bump the version for a new layout, keep the
 //! old decoder, and add a fixture under `tests/fixtures/`.
 
+use crate::core::buyers::Entry;
 use crate::core::buyers::{get_varint, put_varint};
 use crate::core::lock::{Holder, Lock};
-use crate::core::sale::Sale;
+use crate::core::sale::{Sale, SaleConfig, SaleTotals};
 
-pub const SALE_VERSION: u32 = 1;
+pub const SALE_VERSION: u32 = 2;
 pub const LOCK_VERSION: u32 = 1;
 
 #[derive(Debug, PartialEq, Eq)]
@@ -52,41 +53,142 @@ fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
-/// v1: `stock limit count (len user qty)*`, all varints.
+/// v2: `stock limit hold_ms start_ms end_ms events seed restocked refunded orders count
+/// (user final held expires_at order)*`; integers are varints, `events` and `seed` are
+/// length-prefixed bytes, and 0 or empty means "not set". Records are in creation order, the
+/// gone ones included, so a replica loading this lays its table out as the master's.
 pub fn encode_sale(sale: &Sale) -> Vec<u8> {
+    let config = sale.config();
+    let totals = sale.totals();
     let buyers = sale.buyers();
-    let mut out = Vec::with_capacity(16 + buyers.len() * 16);
-    put_varint(&mut out, sale.stock());
-    put_varint(&mut out, sale.limit());
-    put_varint(&mut out, buyers.len() as u64);
-    for (user, qty) in buyers.iter() {
+    let mut out = Vec::with_capacity(64 + buyers.records() as usize * 16);
+    for value in [
+        config.stock,
+        config.limit,
+        config.hold_ms.unwrap_or(0),
+        config.start_ms.unwrap_or(0),
+        config.end_ms.unwrap_or(0),
+    ] {
+        put_varint(&mut out, value);
+    }
+    put_bytes(&mut out, config.events.as_deref().unwrap_or_default());
+    put_bytes(&mut out, &totals.seed);
+    for value in [
+        totals.restocked,
+        totals.refunded,
+        totals.orders,
+        buyers.records(),
+    ] {
+        put_varint(&mut out, value);
+    }
+    for (_, user, entry) in buyers.iter() {
         put_bytes(&mut out, user);
-        put_varint(&mut out, qty);
+        for value in [
+            entry.final_qty,
+            entry.held_qty,
+            entry.expires_at_ms,
+            entry.order,
+        ] {
+            put_varint(&mut out, value);
+        }
     }
     out
 }
 
 pub fn decode_sale(bytes: &[u8], version: u32) -> Decoded<Sale> {
-    if version != 1 {
-        return Err(DecodeError("unknown sale encoding version"));
-    }
     let mut reader = Reader { bytes, pos: 0 };
+    match version {
+        1 => decode_sale_v1(&mut reader),
+        2 => decode_sale_v2(&mut reader),
+        _ => Err(DecodeError("unknown sale encoding version")),
+    }
+}
+
+/// Refuses a record count that could not fit in the payload, so a corrupt count cannot drive
+/// a huge reservation.
+fn check_count(reader: &Reader, count: u64, min_record_bytes: usize) -> Decoded<usize> {
+    if count > (reader.bytes.len() / min_record_bytes) as u64 {
+        return Err(DecodeError("buyer count larger than the payload"));
+    }
+    Ok(count as usize)
+}
+
+fn restored(config: SaleConfig, totals: SaleTotals, records: Vec<(&[u8], Entry)>) -> Decoded<Sale> {
+    Sale::restore(config, totals, records.len(), records.into_iter())
+        .map_err(|_| DecodeError("sale breaks an invariant"))
+}
+
+/// v1 (module 0.1): `stock limit count (len user qty)*`, all varints, every purchase final.
+fn decode_sale_v1(reader: &mut Reader) -> Decoded<Sale> {
     let stock = reader.varint()?;
     let limit = reader.varint()?;
     let count = reader.varint()?;
-    // Every record takes at least 3 bytes: a corrupt count must not drive a huge reservation.
-    if count > (bytes.len() / 3) as u64 {
-        return Err(DecodeError("buyer count larger than the payload"));
-    }
-    let mut records = Vec::with_capacity(count as usize);
+    let count = check_count(reader, count, 3)?;
+    let mut records = Vec::with_capacity(count);
     for _ in 0..count {
         let user = reader.bytes()?;
-        let qty = reader.varint()?;
-        records.push((user, qty));
+        let final_qty = reader.varint()?;
+        if final_qty == 0 {
+            return Err(DecodeError("sale breaks an invariant"));
+        }
+        records.push((
+            user,
+            Entry {
+                final_qty,
+                ..Entry::default()
+            },
+        ));
     }
     reader.finish()?;
-    Sale::restore(stock, limit, records.len(), records.into_iter())
-        .map_err(|_| DecodeError("sale breaks an invariant"))
+    let config = SaleConfig {
+        stock,
+        limit,
+        ..SaleConfig::default()
+    };
+    restored(config, SaleTotals::default(), records)
+}
+
+fn decode_sale_v2(reader: &mut Reader) -> Decoded<Sale> {
+    let optional = |value: u64| (value != 0).then_some(value);
+    let stock = reader.varint()?;
+    let limit = reader.varint()?;
+    let hold_ms = optional(reader.varint()?);
+    let start_ms = optional(reader.varint()?);
+    let end_ms = optional(reader.varint()?);
+    let events = reader.bytes()?;
+    let seed = reader
+        .bytes()?
+        .try_into()
+        .map_err(|_| DecodeError("bad order seed"))?;
+    let totals = SaleTotals {
+        seed,
+        restocked: reader.varint()?,
+        refunded: reader.varint()?,
+        orders: reader.varint()?,
+    };
+    let count = reader.varint()?;
+    let count = check_count(reader, count, 5)?;
+    let mut records = Vec::with_capacity(count);
+    for _ in 0..count {
+        let user = reader.bytes()?;
+        let entry = Entry {
+            final_qty: reader.varint()?,
+            held_qty: reader.varint()?,
+            expires_at_ms: reader.varint()?,
+            order: reader.varint()?,
+        };
+        records.push((user, entry));
+    }
+    reader.finish()?;
+    let config = SaleConfig {
+        stock,
+        limit,
+        hold_ms,
+        start_ms,
+        end_ms,
+        events: (!events.is_empty()).then(|| events.to_vec()),
+    };
+    restored(config, totals, records)
 }
 
 /// v1: `last_fence has_holder [token expires_at_ms]`; a holder's fence is always the last one.
@@ -130,17 +232,7 @@ mod tests {
     use super::*;
     use crate::core::sale::TryOutcome;
 
-    /// The sale stored in `tests/fixtures/sale-v1.bin`.
-    fn fixture_sale() -> Sale {
-        let mut sale = Sale::new(100, 3).unwrap();
-        for (user, qty) in [(&b"alice"[..], 1), (b"bob", 3), (b"\x00\xffbin", 2)] {
-            assert!(matches!(
-                sale.try_buy(user, qty),
-                Ok(TryOutcome::Bought { .. })
-            ));
-        }
-        sale
-    }
+    const T0: u64 = 1_700_000_000_000;
 
     /// The lock stored in `tests/fixtures/lock-v1.bin`.
     fn fixture_lock() -> Lock {
@@ -151,6 +243,36 @@ mod tests {
         lock
     }
 
+    /// The sale stored in `tests/fixtures/sale-v2.bin`: every kind of record and total.
+    fn fixture_sale() -> Sale {
+        let config = SaleConfig {
+            stock: 100,
+            limit: 3,
+            hold_ms: Some(60_000),
+            start_ms: Some(T0),
+            end_ms: Some(T0 + 3_600_000),
+            events: Some(b"{s}:events".to_vec()),
+        };
+        let mut sale = Sale::new(config, *b"0123456789abcdef").unwrap();
+        for (user, qty) in [
+            (&b"alice"[..], 1),
+            (b"bob", 3),
+            (b"\x00\xffbin", 2),
+            (b"gone", 1),
+        ] {
+            assert!(matches!(
+                sale.try_buy(user, qty, T0),
+                Ok(TryOutcome::Bought { .. })
+            ));
+        }
+        assert!(sale.confirm(b"bob", T0 + 1));
+        assert_eq!(sale.cancel(b"bob", Some(1), T0 + 2), 1);
+        assert_eq!(sale.cancel(b"gone", None, T0 + 2), 1);
+        sale.restock(5, T0 + 3).unwrap();
+        sale.clear_events();
+        sale
+    }
+
     fn fixture(name: &str) -> Vec<u8> {
         let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
         std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
@@ -159,15 +281,34 @@ mod tests {
     #[test]
     fn sale_v1_fixture_still_decodes() {
         let sale = decode_sale(&fixture("sale-v1.bin"), 1).unwrap();
-        let s = sale.summary();
+        let s = sale.summary(T0);
         assert_eq!((s.stock, s.limit, s.sold, s.buyers), (100, 3, 6, 3));
-        assert_eq!(sale.bought(b"bob"), 3);
-        assert_eq!(sale.bought(b"\x00\xffbin"), 2);
         assert_eq!(
-            encode_sale(&sale),
-            encode_sale(&fixture_sale()),
-            "v1 is the current sale encoding"
+            (s.held, s.hold_ms, s.start_ms, s.end_ms),
+            (0, None, None, None)
         );
+        assert_eq!(sale.bought(b"alice", T0), 1);
+        assert_eq!(sale.bought(b"bob", T0), 3);
+        assert_eq!(sale.bought(b"\x00\xffbin", T0), 2);
+        assert_eq!(sale.config().events, None);
+    }
+
+    #[test]
+    fn sale_v2_fixture_still_decodes() {
+        let bytes = fixture("sale-v2.bin");
+        let sale = decode_sale(&bytes, 2).unwrap();
+        let s = sale.summary(T0 + 10);
+        assert_eq!((s.stock, s.limit, s.remaining), (100, 3, 100));
+        assert_eq!((s.held, s.sold, s.buyers), (3, 2, 3));
+        assert_eq!((s.restocked, s.refunded), (5, 1));
+        assert_eq!(s.hold_ms, Some(60_000));
+        assert_eq!((s.start_ms, s.end_ms), (Some(T0), Some(T0 + 3_600_000)));
+        assert_eq!(sale.config().events.as_deref(), Some(&b"{s}:events"[..]));
+        assert_eq!(sale.next_expiry(), Some(T0 + 60_000));
+        assert_eq!(sale.buyers().records(), 4, "the gone record is kept");
+        assert_eq!(sale.totals().orders, 4);
+        assert_eq!(encode_sale(&sale), bytes, "v2 is the current sale encoding");
+        assert_eq!(encode_sale(&fixture_sale()), bytes);
     }
 
     #[test]
@@ -184,7 +325,8 @@ mod tests {
     fn round_trips() {
         let sale = fixture_sale();
         let back = decode_sale(&encode_sale(&sale), SALE_VERSION).unwrap();
-        assert_eq!(back.summary(), sale.summary());
+        assert_eq!(back.summary(T0), sale.summary(T0));
+        assert_eq!(encode_sale(&back), encode_sale(&sale));
         let free = Lock::restore(9, None).unwrap();
         assert_eq!(
             decode_lock(&encode_lock(&free), LOCK_VERSION).unwrap(),
@@ -196,44 +338,77 @@ mod tests {
     fn every_truncation_and_unknown_version_is_an_error() {
         let sale = encode_sale(&fixture_sale());
         for cut in 0..sale.len() {
-            assert!(decode_sale(&sale[..cut], 1).is_err(), "cut at {cut}");
+            assert!(decode_sale(&sale[..cut], 2).is_err(), "cut at {cut}");
+        }
+        let v1 = fixture("sale-v1.bin");
+        for cut in 0..v1.len() {
+            assert!(decode_sale(&v1[..cut], 1).is_err(), "v1 cut at {cut}");
         }
         let lock = encode_lock(&fixture_lock());
         for cut in 0..lock.len() {
             assert!(decode_lock(&lock[..cut], 1).is_err(), "cut at {cut}");
         }
-        assert!(decode_sale(&sale, 2).is_err());
+        assert!(decode_sale(&sale, 3).is_err());
+        assert!(decode_sale(&sale, 1).is_err(), "v2 bytes are not v1");
         assert!(decode_lock(&lock, 0).is_err());
         let mut trailing = sale.clone();
         trailing.push(0);
         assert_eq!(
-            decode_sale(&trailing, 1).err(),
+            decode_sale(&trailing, 2).err(),
             Some(DecodeError("trailing bytes"))
         );
     }
 
     #[test]
     fn corrupt_content_is_rejected() {
-        // stock 1, limit 1, one buyer holding 2 units.
+        // v1: stock 1, limit 1, one buyer holding 2 units; and a buyer holding none.
         assert!(decode_sale(&[1, 1, 1, 1, b'a', 2], 1).is_err());
+        assert!(decode_sale(&[1, 1, 1, 1, b'a', 0], 1).is_err());
         // A count far beyond the payload.
         assert_eq!(
             decode_sale(&[1, 1, 0xff, 0xff, 0x03], 1).err(),
             Some(DecodeError("buyer count larger than the payload"))
+        );
+        // v2 without HOLD: a held unit cannot be stored.
+        let mut held = vec![1, 1, 0, 0, 0, 0, 16];
+        held.extend([0u8; 16]);
+        held.extend([0, 0, 0, 1, 1, b'a', 0, 1, 5, 0]);
+        assert_eq!(
+            decode_sale(&held, 2).err(),
+            Some(DecodeError("sale breaks an invariant"))
+        );
+        // v2 with a 3-byte seed.
+        assert_eq!(
+            decode_sale(&[1, 1, 0, 0, 0, 0, 3, 1, 2, 3, 0, 0, 0, 0], 2).err(),
+            Some(DecodeError("bad order seed"))
         );
         // Bad holder marker, and a holder on a lock that never issued a fence.
         assert!(decode_lock(&[1, 7], 1).is_err());
         assert!(decode_lock(&[0, 1, 1, b't', 5], 1).is_err());
     }
 
-    /// Writes the fixtures; run by hand only when a new encoding version is introduced:
-    /// `cargo test write_fixtures -- --ignored`, then never touch the old files again.
+    /// Writes the fixtures of the current encodings that do not exist yet; run by hand only
+    /// when a new encoding version is introduced: `cargo test write_fixtures -- --ignored`.
+    /// An existing fixture is never rewritten.
     #[test]
     #[ignore]
     fn write_fixtures() {
         let dir = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
         std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(format!("{dir}/sale-v1.bin"), encode_sale(&fixture_sale())).unwrap();
-        std::fs::write(format!("{dir}/lock-v1.bin"), encode_lock(&fixture_lock())).unwrap();
+        for (name, bytes) in [
+            (
+                format!("sale-v{SALE_VERSION}.bin"),
+                encode_sale(&fixture_sale()),
+            ),
+            (
+                format!("lock-v{LOCK_VERSION}.bin"),
+                encode_lock(&fixture_lock()),
+            ),
+        ] {
+            let path = format!("{dir}/{name}");
+            if !std::path::Path::new(&path).exists() {
+                std::fs::write(path, bytes).unwrap();
+            }
+        }
     }
 }

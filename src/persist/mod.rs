@@ -4,7 +4,7 @@
 pub mod encoding;
 
 use crate::commands::lock::{LockEntry, abandon_waiters};
-use crate::core::sale::Sale;
+use crate::commands::sale::{SaleEntry, arm_loaded};
 use crate::stats;
 use encoding::{LOCK_VERSION, SALE_VERSION};
 use redis_module::key::RedisKeyWritable;
@@ -68,8 +68,8 @@ pub static LOCK_TYPE: RedisType = RedisType::new(
 );
 
 /// Stores a sale at an open key (replacing what is there) and counts it.
-pub fn set_sale(key: &RedisKeyWritable, sale: Sale) -> Result<(), RedisError> {
-    key.set_value(&SALE_TYPE, sale)?;
+pub fn set_sale(key: &RedisKeyWritable, entry: SaleEntry) -> Result<(), RedisError> {
+    key.set_value(&SALE_TYPE, entry)?;
     stats::SALES.up();
     Ok(())
 }
@@ -149,12 +149,35 @@ unsafe fn value<'a, T>(ptr: *const c_void) -> &'a T {
     unsafe { &*ptr.cast::<T>() }
 }
 
+fn decode_sale_entry(bytes: &[u8], version: u32) -> Result<SaleEntry, encoding::DecodeError> {
+    encoding::decode_sale(bytes, version).map(SaleEntry::new)
+}
+
 unsafe extern "C" fn sale_rdb_load(rdb: *mut raw::RedisModuleIO, version: c_int) -> *mut c_void {
-    unsafe { load_with(rdb, version, "sale", encoding::decode_sale, &stats::SALES) }
+    let ptr = unsafe { load_with(rdb, version, "sale", decode_sale_entry, &stats::SALES) };
+    if !ptr.is_null() {
+        // No command runs for a loaded value (RDB, DEBUG RELOAD, RESTORE, full sync), so its
+        // holds need their expiry timer armed here.
+        let entry = unsafe { &mut *ptr.cast::<SaleEntry>() };
+        if entry.sale.next_expiry().is_some()
+            && let Some(ctx) = crate::commands::detached_context()
+        {
+            let name = unsafe { raw::RedisModule_GetKeyNameFromIO.expect("GetKeyNameFromIO")(rdb) };
+            let db = unsafe { raw::RedisModule_GetDbIdFromIO.expect("GetDbIdFromIO")(rdb) };
+            if !name.is_null() && db >= 0 {
+                let key = unsafe { crate::commands::string_bytes(name.cast_mut()) }.to_vec();
+                arm_loaded(&ctx, db, key, entry);
+            }
+        }
+    }
+    ptr
 }
 
 unsafe extern "C" fn sale_rdb_save(rdb: *mut raw::RedisModuleIO, ptr: *mut c_void) {
-    raw::save_slice(rdb, &encoding::encode_sale(unsafe { value::<Sale>(ptr) }));
+    raw::save_slice(
+        rdb,
+        &encoding::encode_sale(&unsafe { value::<SaleEntry>(ptr) }.sale),
+    );
 }
 
 unsafe extern "C" fn sale_aof_rewrite(
@@ -162,21 +185,21 @@ unsafe extern "C" fn sale_aof_rewrite(
     key: *mut raw::RedisModuleString,
     ptr: *mut c_void,
 ) {
-    let payload = encoding::encode_sale(unsafe { value::<Sale>(ptr) });
+    let payload = encoding::encode_sale(&unsafe { value::<SaleEntry>(ptr) }.sale);
     unsafe { emit_restore(aof, "SECKILL._RESTORE", key, SALE_VERSION, &payload) };
 }
 
 unsafe extern "C" fn sale_free(ptr: *mut c_void) {
-    drop(unsafe { Box::from_raw(ptr.cast::<Sale>()) });
+    drop(unsafe { Box::from_raw(ptr.cast::<SaleEntry>()) });
     stats::SALES.down();
 }
 
 unsafe extern "C" fn sale_mem_usage(ptr: *const c_void) -> usize {
-    unsafe { value::<Sale>(ptr) }.memory_bytes()
+    unsafe { value::<SaleEntry>(ptr) }.memory_bytes()
 }
 
 unsafe extern "C" fn sale_digest(md: *mut raw::RedisModuleDigest, ptr: *mut c_void) {
-    unsafe { digest_bytes(md, &encoding::encode_sale(value::<Sale>(ptr))) };
+    unsafe { digest_bytes(md, &encoding::encode_sale(&value::<SaleEntry>(ptr).sale)) };
 }
 
 unsafe extern "C" fn sale_copy(
@@ -184,7 +207,10 @@ unsafe extern "C" fn sale_copy(
     _to: *mut raw::RedisModuleString,
     ptr: *const c_void,
 ) -> *mut c_void {
-    boxed(unsafe { value::<Sale>(ptr) }.clone(), &stats::SALES)
+    boxed(
+        unsafe { value::<SaleEntry>(ptr) }.copy_state(),
+        &stats::SALES,
+    )
 }
 
 fn decode_lock_entry(bytes: &[u8], version: u32) -> Result<LockEntry, encoding::DecodeError> {
