@@ -1,0 +1,717 @@
+//! The order lifecycle against a real server: holds that expire, confirm, cancel/refund,
+//! restock, the sale window, the event stream, the buyer scan, and their replication.
+
+mod common;
+
+use common::{
+    Server, error, field, fields, info_counter, int, ok, replicate, wait_replicas, wait_until,
+};
+use redis::Value;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+/// One stream entry: its ID and its fields.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Event {
+    id: String,
+    fields: HashMap<String, String>,
+}
+
+impl Event {
+    fn get(&self, name: &str) -> &str {
+        self.fields.get(name).map_or("", String::as_str)
+    }
+}
+
+fn parse_entries(entries: Vec<(String, Vec<String>)>) -> Vec<Event> {
+    entries
+        .into_iter()
+        .map(|(id, flat)| Event {
+            id,
+            fields: flat
+                .chunks(2)
+                .map(|pair| (pair[0].clone(), pair[1].clone()))
+                .collect(),
+        })
+        .collect()
+}
+
+fn stream(con: &mut redis::Connection, key: &str) -> Vec<Event> {
+    let entries: Vec<(String, Vec<String>)> = redis::cmd("XRANGE")
+        .arg(key)
+        .arg("-")
+        .arg("+")
+        .query(con)
+        .unwrap();
+    parse_entries(entries)
+}
+
+/// Blocks (server side) until the stream has an entry after `after`, and returns it.
+fn next_event(con: &mut redis::Connection, key: &str, after: &str) -> Event {
+    let reply: Option<Vec<(String, Vec<(String, Vec<String>)>)>> = redis::cmd("XREAD")
+        .arg("COUNT")
+        .arg(1)
+        .arg("BLOCK")
+        .arg(10_000)
+        .arg("STREAMS")
+        .arg(key)
+        .arg(after)
+        .query(con)
+        .unwrap();
+    let (_, entries) = reply.expect("an entry within 10 s").remove(0);
+    parse_entries(entries).remove(0)
+}
+
+fn server_now_ms(con: &mut redis::Connection) -> u64 {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(con).unwrap();
+    secs * 1000 + micros / 1000
+}
+
+fn dump(con: &mut redis::Connection, key: &str) -> Vec<u8> {
+    redis::cmd("DUMP").arg(key).query(con).unwrap()
+}
+
+/// Every buyer through the cursor, as (user, qty, state).
+fn all_buyers(con: &mut redis::Connection, key: &str, count: u64) -> Vec<(String, i64, String)> {
+    let mut out = Vec::new();
+    let mut cursor = "0".to_string();
+    loop {
+        let (next, page): (String, Vec<Value>) = redis::cmd("SECKILL.BUYERS")
+            .arg(key)
+            .arg(&cursor)
+            .arg("COUNT")
+            .arg(count)
+            .query(con)
+            .unwrap();
+        for triple in page.chunks(3) {
+            out.push((
+                redis::from_redis_value(triple[0].clone()).unwrap(),
+                redis::from_redis_value(triple[1].clone()).unwrap(),
+                redis::from_redis_value(triple[2].clone()).unwrap(),
+            ));
+        }
+        if next == "0" {
+            return out;
+        }
+        cursor = next;
+    }
+}
+
+/// The documented identity, the limit, and the buyer scan agreeing with INFO, read in one
+/// MULTI so that concurrent clients cannot change the sale between the two reads.
+fn assert_invariants(con: &mut redis::Connection, key: &str) {
+    let (info, (next, page)): (Vec<Value>, (String, Vec<Value>)) = redis::pipe()
+        .atomic()
+        .cmd("SECKILL.INFO")
+        .arg(key)
+        .cmd("SECKILL.BUYERS")
+        .arg(key)
+        .arg(0)
+        .arg("COUNT")
+        .arg(1_000_000)
+        .query(con)
+        .unwrap();
+    assert_eq!(next, "0", "one page holds every buyer here");
+    let info: HashMap<String, i64> = info
+        .chunks(2)
+        .filter_map(|pair| {
+            let name: String = redis::from_redis_value(pair[0].clone()).ok()?;
+            Some((name, redis::from_redis_value(pair[1].clone()).ok()?))
+        })
+        .collect();
+    let n = |name: &str| info[name];
+    assert!(n("remaining") >= 0 && n("held") >= 0 && n("sold") >= 0);
+    assert_eq!(
+        n("remaining") + n("held") + n("sold"),
+        n("stock") + n("restocked"),
+        "remaining + held + sold == stock + restocked: {info:?}"
+    );
+    let buyers: Vec<(String, i64)> = page
+        .chunks(3)
+        .map(|t| {
+            (
+                redis::from_redis_value(t[0].clone()).unwrap(),
+                redis::from_redis_value(t[1].clone()).unwrap(),
+            )
+        })
+        .collect();
+    assert!(
+        buyers
+            .iter()
+            .all(|(_, qty)| *qty >= 1 && *qty <= n("limit"))
+    );
+    assert_eq!(buyers.len() as i64, n("buyers"));
+    let owned: i64 = buyers.iter().map(|(_, qty)| qty).sum();
+    assert_eq!(owned, n("held") + n("sold"));
+    let unique: HashSet<&String> = buyers.iter().map(|(u, _)| u).collect();
+    assert_eq!(unique.len(), buyers.len(), "every buyer once");
+}
+
+#[test]
+fn a_hold_expires_by_timer_and_its_units_go_to_someone_else() {
+    let server = Server::start();
+    let mut con = server.con();
+    let mut watcher = server.con();
+    ok(
+        &mut con,
+        &[
+            "SECKILL.INIT",
+            "s",
+            "1",
+            "HOLD",
+            "200",
+            "EVENTS",
+            "s:events",
+        ],
+    );
+    assert_eq!(int(&mut con, &["SECKILL.TRY", "s", "alice"]), 0);
+    assert_eq!(int(&mut con, &["SECKILL.TRY", "s", "bob"]), -1);
+    let bought = next_event(&mut watcher, "s:events", "0");
+    assert_eq!(bought.get("event"), "purchase");
+    // Nobody touches the sale: only the timer can write this entry.
+    let expired = next_event(&mut watcher, "s:events", &bought.id);
+    assert_eq!(expired.get("event"), "expire");
+    assert_eq!(expired.get("user"), "alice");
+    assert_eq!(expired.get("order"), bought.get("order"));
+    assert_eq!(expired.get("remaining"), "1");
+    assert_eq!(info_counter(&mut con, "expiries"), 1);
+
+    assert_eq!(
+        int(&mut con, &["SECKILL.CONFIRM", "s", "alice"]),
+        0,
+        "expired"
+    );
+    assert_eq!(int(&mut con, &["SECKILL.TRY", "s", "bob"]), 0);
+    assert_eq!(int(&mut con, &["SECKILL.CONFIRM", "s", "bob"]), 1);
+    assert_eq!(
+        int(&mut con, &["SECKILL.CONFIRM", "s", "bob"]),
+        0,
+        "already final"
+    );
+    assert_eq!(
+        int(&mut con, &["SECKILL.CONFIRM", "s", "carol"]),
+        0,
+        "never held"
+    );
+    assert_eq!(int(&mut con, &["SECKILL.BOUGHT", "s", "alice"]), 0);
+    assert_eq!(int(&mut con, &["SECKILL.BOUGHT", "s", "bob"]), 1);
+    assert_eq!(field(&mut con, &["SECKILL.INFO", "s"], "sold"), 1);
+    assert_eq!(info_counter(&mut con, "holds"), 2);
+    assert_eq!(info_counter(&mut con, "confirms"), 1);
+    assert_invariants(&mut con, "s");
+}
+
+#[test]
+fn holds_loaded_from_rdb_still_expire_by_timer() {
+    let server = Server::start();
+    let mut con = server.con();
+    let mut watcher = server.con();
+    ok(
+        &mut con,
+        &["SECKILL.INIT", "s", "5", "HOLD", "400", "EVENTS", "{s}:ev"],
+    );
+    int(&mut con, &["SECKILL.TRY", "s", "alice"]);
+    let _: () = redis::cmd("DEBUG").arg("RELOAD").query(&mut con).unwrap();
+    let bought = next_event(&mut watcher, "{s}:ev", "0");
+    let expired = next_event(&mut watcher, "{s}:ev", &bought.id);
+    assert_eq!(
+        (expired.get("event"), expired.get("user")),
+        ("expire", "alice")
+    );
+}
+
+#[test]
+fn the_window_replies_before_start_and_after_end() {
+    let server = Server::start();
+    let mut con = server.con();
+    let now = server_now_ms(&mut con);
+    let later = (now + 3_600_000).to_string();
+    let earlier = (now - 3_600_000).to_string();
+    let long_ago = (now - 7_200_000).to_string();
+    ok(&mut con, &["SECKILL.INIT", "soon", "5", "START", &later]);
+    assert_eq!(int(&mut con, &["SECKILL.TRY", "soon", "alice"]), -3);
+    ok(
+        &mut con,
+        &[
+            "SECKILL.INIT",
+            "over",
+            "5",
+            "START",
+            &long_ago,
+            "END",
+            &earlier,
+        ],
+    );
+    assert_eq!(int(&mut con, &["SECKILL.TRY", "over", "alice"]), -4);
+    ok(
+        &mut con,
+        &[
+            "SECKILL.INIT",
+            "open",
+            "5",
+            "START",
+            &earlier,
+            "END",
+            &later,
+        ],
+    );
+    assert_eq!(int(&mut con, &["SECKILL.TRY", "open", "alice"]), 4);
+    let info: HashMap<String, i64> = fields(&mut con, &["SECKILL.INFO", "open"])
+        .into_iter()
+        .collect();
+    assert_eq!(info["start"].to_string(), earlier);
+    assert_eq!(info["end"].to_string(), later);
+    assert_eq!(field(&mut con, &["SECKILL.INFO", "soon"], "sold"), 0);
+    assert_eq!(info_counter(&mut con, "window_rejections"), 2);
+    // Confirm, cancel and restock are not bound to the window.
+    assert_eq!(int(&mut con, &["SECKILL.RESTOCK", "over", "2"]), 7);
+    assert_eq!(int(&mut con, &["SECKILL.CANCEL", "open", "alice"]), 1);
+}
+
+#[test]
+fn cancel_refund_and_restock_replies() {
+    let server = Server::start();
+    let mut con = server.con();
+    ok(
+        &mut con,
+        &["SECKILL.INIT", "s", "3", "LIMIT", "3", "HOLD", "60000"],
+    );
+    assert_eq!(int(&mut con, &["SECKILL.TRY", "s", "alice", "2"]), 1);
+    assert_eq!(int(&mut con, &["SECKILL.CONFIRM", "s", "alice"]), 1);
+    assert_eq!(int(&mut con, &["SECKILL.TRY", "s", "alice", "1"]), 0);
+    assert_eq!(field(&mut con, &["SECKILL.INFO", "s"], "sold_out"), 1);
+    assert_eq!(
+        all_buyers(&mut con, "s", 10),
+        vec![("alice".to_string(), 3, "held".to_string())]
+    );
+    // Held units go back first, then final ones are refunded.
+    assert_eq!(int(&mut con, &["SECKILL.CANCEL", "s", "alice", "2"]), 2);
+    assert_eq!(field(&mut con, &["SECKILL.INFO", "s"], "sold_out"), 0);
+    assert_eq!(field(&mut con, &["SECKILL.INFO", "s"], "refunded"), 1);
+    assert_eq!(
+        all_buyers(&mut con, "s", 10),
+        vec![("alice".to_string(), 1, "final".to_string())]
+    );
+    assert_eq!(int(&mut con, &["SECKILL.CANCEL", "s", "alice", "5"]), 1);
+    assert_eq!(int(&mut con, &["SECKILL.CANCEL", "s", "alice"]), 0);
+    assert_eq!(int(&mut con, &["SECKILL.CANCEL", "s", "nobody"]), 0);
+    assert_eq!(int(&mut con, &["SECKILL.RESTOCK", "s", "4"]), 7);
+    assert_eq!(field(&mut con, &["SECKILL.INFO", "s"], "restocked"), 4);
+    assert_eq!(field(&mut con, &["SECKILL.INFO", "s"], "buyers"), 0);
+    assert_eq!(info_counter(&mut con, "cancels"), 2);
+    assert_eq!(info_counter(&mut con, "restocks"), 1);
+    assert_invariants(&mut con, "s");
+}
+
+#[test]
+fn lifecycle_errors_change_nothing() {
+    let server = Server::start();
+    let mut con = server.con();
+    let _: () = redis::cmd("SET")
+        .arg("str")
+        .arg("x")
+        .query(&mut con)
+        .unwrap();
+    for (args, expected) in [
+        (
+            &["SECKILL.CONFIRM", "none", "u"][..],
+            "NOSALE no sale at this key",
+        ),
+        (
+            &["SECKILL.CANCEL", "none", "u"],
+            "NOSALE no sale at this key",
+        ),
+        (
+            &["SECKILL.RESTOCK", "none", "1"],
+            "NOSALE no sale at this key",
+        ),
+        (
+            &["SECKILL.BUYERS", "none", "0"],
+            "NOSALE no sale at this key",
+        ),
+        (
+            &["SECKILL.CONFIRM", "str", "u"],
+            "WRONGTYPE Operation against a key holding the wrong kind of value",
+        ),
+        (
+            &["SECKILL.INIT", "s", "1", "EVENTS", "str"],
+            "WRONGTYPE the sale's EVENTS key holds a value that is not a stream",
+        ),
+        (
+            &["SECKILL.INIT", "s", "1", "EVENTS", "s"],
+            "ERR the EVENTS stream must be another key than the sale",
+        ),
+    ] {
+        assert_eq!(error(&mut con, args), expected, "{args:?}");
+    }
+    ok(&mut con, &["SECKILL.INIT", "s", "2", "EVENTS", "ev"]);
+    let before = dump(&mut con, "s");
+    // The stream key turned into something else: the purchase and its entry both fail.
+    let _: () = redis::cmd("SET")
+        .arg("ev")
+        .arg("x")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(
+        error(&mut con, &["SECKILL.TRY", "s", "alice"]),
+        "WRONGTYPE the sale's EVENTS key holds a value that is not a stream"
+    );
+    assert_eq!(
+        error(&mut con, &["SECKILL.RESTOCK", "s", "9223372036854775806"]),
+        "WRONGTYPE the sale's EVENTS key holds a value that is not a stream"
+    );
+    let _: () = redis::cmd("DEL").arg("ev").query(&mut con).unwrap();
+    assert_eq!(
+        error(&mut con, &["SECKILL.RESTOCK", "s", "9223372036854775806"]),
+        "ERR units would take the sale past 9223372036854775807 units"
+    );
+    assert_eq!(dump(&mut con, "s"), before);
+    assert_eq!(int(&mut con, &["SECKILL.TRY", "s", "alice"]), 1);
+}
+
+#[test]
+fn the_stream_has_one_entry_per_change_and_feeds_a_consumer_group() {
+    let server = Server::start();
+    let mut con = server.con();
+    ok(
+        &mut con,
+        &[
+            "SECKILL.INIT",
+            "{sale}",
+            "10",
+            "LIMIT",
+            "2",
+            "HOLD",
+            "60000",
+            "EVENTS",
+            "{sale}:events",
+        ],
+    );
+    let _: () = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg("{sale}:events")
+        .arg("orders")
+        .arg("$")
+        .arg("MKSTREAM")
+        .query(&mut con)
+        .unwrap();
+    let changes: [(&[&str], i64); 9] = [
+        (&["SECKILL.TRY", "{sale}", "alice"], 9),
+        (&["SECKILL.TRY", "{sale}", "bob", "2"], 7),
+        (&["SECKILL.TRY", "{sale}", "bob"], -2), // no change, no entry
+        (&["SECKILL.CONFIRM", "{sale}", "alice"], 1),
+        (&["SECKILL.CONFIRM", "{sale}", "alice"], 0), // no change, no entry
+        (&["SECKILL.CANCEL", "{sale}", "bob", "1"], 1),
+        (&["SECKILL.CANCEL", "{sale}", "carol"], 0), // no change, no entry
+        (&["SECKILL.RESTOCK", "{sale}", "5"], 13),
+        (&["SECKILL.CANCEL", "{sale}", "alice"], 1),
+    ];
+    for (args, reply) in changes {
+        assert_eq!(int(&mut con, args), reply, "{args:?}");
+    }
+    // The consumer sees exactly the changes, in order, with the remaining after each.
+    type Read = Vec<(String, Vec<(String, Vec<String>)>)>;
+    let read: Read = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg("orders")
+        .arg("worker-1")
+        .arg("COUNT")
+        .arg(100)
+        .arg("STREAMS")
+        .arg("{sale}:events")
+        .arg(">")
+        .query(&mut con)
+        .unwrap();
+    let events = parse_entries(read.into_iter().next().unwrap().1);
+    let summary: Vec<(&str, &str, &str, &str)> = events
+        .iter()
+        .map(|e| {
+            (
+                e.get("event"),
+                e.get("user"),
+                e.get("qty"),
+                e.get("remaining"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            ("purchase", "alice", "1", "9"),
+            ("purchase", "bob", "2", "7"),
+            ("confirm", "alice", "1", "7"),
+            ("cancel", "bob", "1", "8"),
+            ("restock", "", "5", "13"),
+            ("cancel", "alice", "1", "14"),
+        ]
+    );
+    let order = |i: usize| events[i].get("order");
+    assert_eq!(order(0), order(2), "one order UUID across its events");
+    assert_eq!(order(0), order(5));
+    assert_eq!(order(1), order(3));
+    assert_ne!(order(0), order(1));
+    assert_eq!(order(0).len(), 36);
+    assert_eq!(order(4), "", "a restock belongs to no order");
+    let acked: i64 = redis::cmd("XACK")
+        .arg("{sale}:events")
+        .arg("orders")
+        .arg(events.iter().map(|e| e.id.clone()).collect::<Vec<_>>())
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(acked, 6);
+    assert_invariants(&mut con, "{sale}");
+}
+
+#[test]
+fn hundreds_of_clients_keep_the_invariant_and_one_entry_per_change() {
+    const CLIENTS: usize = 200;
+    const ROUNDS: usize = 40;
+    let server = Arc::new(Server::start());
+    let mut con = server.con();
+    ok(
+        &mut con,
+        &[
+            "SECKILL.INIT",
+            "{s}",
+            "50",
+            "LIMIT",
+            "3",
+            "HOLD",
+            "30",
+            "EVENTS",
+            "{s}:ev",
+        ],
+    );
+    let barrier = Arc::new(Barrier::new(CLIENTS + 1));
+    let workers: Vec<_> = (0..CLIENTS)
+        .map(|i| {
+            let (server, barrier) = (Arc::clone(&server), Arc::clone(&barrier));
+            std::thread::spawn(move || {
+                let mut con = server.con();
+                let user = format!("user{}", i % 120);
+                let mut changes = 0;
+                barrier.wait();
+                for round in 0..ROUNDS {
+                    let step = (i + round) % 6;
+                    let (args, changed): (Vec<String>, fn(i64) -> bool) = match step {
+                        0 | 1 => (
+                            vec!["SECKILL.TRY".into(), "{s}".into(), user.clone()],
+                            |r| r >= 0,
+                        ),
+                        2 => (
+                            vec!["SECKILL.CONFIRM".into(), "{s}".into(), user.clone()],
+                            |r| r == 1,
+                        ),
+                        3 => (
+                            vec![
+                                "SECKILL.CANCEL".into(),
+                                "{s}".into(),
+                                user.clone(),
+                                "1".into(),
+                            ],
+                            |r| r > 0,
+                        ),
+                        4 => (
+                            vec!["SECKILL.TRY".into(), "{s}".into(), user.clone(), "2".into()],
+                            |r| r >= 0,
+                        ),
+                        _ => (
+                            vec!["SECKILL.RESTOCK".into(), "{s}".into(), "1".into()],
+                            |_| true,
+                        ),
+                    };
+                    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                    if changed(int(&mut con, &args)) {
+                        changes += 1;
+                    }
+                }
+                changes
+            })
+        })
+        .collect();
+    barrier.wait();
+    // Check the identity while the clients run, not only at the end.
+    for _ in 0..20 {
+        assert_invariants(&mut con, "{s}");
+    }
+    let client_changes: usize = workers.into_iter().map(|w| w.join().unwrap()).sum();
+    assert_invariants(&mut con, "{s}");
+    let events = stream(&mut con, "{s}:ev");
+    let expiries = events.iter().filter(|e| e.get("event") == "expire").count();
+    assert_eq!(
+        events.len(),
+        client_changes + expiries,
+        "one entry per change: every acknowledged change plus every expiry"
+    );
+    // Once every hold is gone (the timer writes their expiries), the stream is a complete
+    // ledger: replaying its changes from the initial stock gives the sale's remaining units.
+    wait_until(Duration::from_secs(10), "every hold settled", || {
+        let events = stream(&mut con, "{s}:ev");
+        let remaining = field(&mut con, &["SECKILL.INFO", "{s}"], "remaining");
+        field(&mut con, &["SECKILL.INFO", "{s}"], "held") == 0
+            && events.last().unwrap().get("remaining") == remaining.to_string()
+    });
+    let mut replayed = 50i64;
+    for event in stream(&mut con, "{s}:ev") {
+        let qty: i64 = event.get("qty").parse().unwrap();
+        replayed += match event.get("event") {
+            "purchase" => -qty,
+            "confirm" => 0,
+            "cancel" | "expire" | "restock" => qty,
+            other => panic!("unknown event {other}"),
+        };
+        assert_eq!(event.get("remaining"), replayed.to_string());
+    }
+    assert_eq!(
+        replayed,
+        field(&mut con, &["SECKILL.INFO", "{s}"], "remaining")
+    );
+    assert_invariants(&mut con, "{s}");
+}
+
+#[test]
+fn a_replica_and_an_aof_replay_match_the_master_byte_for_byte() {
+    let mut master = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let replica = Server::start();
+    replicate(&replica, &master);
+    let mut con = master.con();
+    let mut watcher = master.con();
+    let now = server_now_ms(&mut con);
+    let end = (now + 3_600_000).to_string();
+    ok(
+        &mut con,
+        &[
+            "SECKILL.INIT",
+            "{s}",
+            "6",
+            "LIMIT",
+            "2",
+            "HOLD",
+            "150",
+            "END",
+            &end,
+            "EVENTS",
+            "{s}:ev",
+        ],
+    );
+    for user in ["a", "b", "c", "d"] {
+        int(&mut con, &["SECKILL.TRY", "{s}", user]);
+    }
+    int(&mut con, &["SECKILL.CONFIRM", "{s}", "a"]);
+    int(&mut con, &["SECKILL.CONFIRM", "{s}", "b"]);
+    int(&mut con, &["SECKILL.CANCEL", "{s}", "b"]);
+    int(&mut con, &["SECKILL.RESTOCK", "{s}", "3"]);
+    // c and d expire by the master's timer: wait for both entries.
+    let mut last = "0".to_string();
+    let mut expired = 0;
+    while expired < 2 {
+        let event = next_event(&mut watcher, "{s}:ev", &last);
+        expired += usize::from(event.get("event") == "expire");
+        last = event.id;
+    }
+    assert_eq!(int(&mut con, &["SECKILL.TRY", "{s}", "e", "2"]), 6);
+    int(&mut con, &["SECKILL.CONFIRM", "{s}", "e"]);
+    wait_replicas(&master, 1);
+
+    let mut on_replica = replica.con();
+    let sale = dump(&mut con, "{s}");
+    let events = stream(&mut con, "{s}:ev");
+    assert_eq!(events.len(), 12);
+    assert_eq!(dump(&mut on_replica, "{s}"), sale, "replica sale");
+    assert_eq!(stream(&mut on_replica, "{s}:ev"), events, "replica stream");
+    assert_eq!(
+        dump(&mut on_replica, "{s}:ev"),
+        dump(&mut con, "{s}:ev"),
+        "replica stream bytes"
+    );
+
+    master.kill_and_restart();
+    let mut con = master.con();
+    assert_eq!(dump(&mut con, "{s}"), sale, "AOF replay sale");
+    assert_eq!(stream(&mut con, "{s}:ev"), events, "AOF replay stream");
+
+    // And after an AOF rewrite (the sale as one _RESTORE) and another restart.
+    let _: () = redis::cmd("BGREWRITEAOF").query(&mut con).unwrap();
+    wait_until(Duration::from_secs(20), "AOF rewrite", || {
+        let info: String = redis::cmd("INFO")
+            .arg("persistence")
+            .query(&mut con)
+            .unwrap();
+        info.contains("aof_rewrite_in_progress:0") && info.contains("aof_rewrite_scheduled:0")
+    });
+    master.kill_and_restart();
+    let mut con = master.con();
+    assert_eq!(dump(&mut con, "{s}"), sale, "rewritten AOF sale");
+    assert_eq!(stream(&mut con, "{s}:ev"), events, "rewritten AOF stream");
+}
+
+#[test]
+fn a_replica_never_expires_holds_until_promoted() {
+    let mut master = Server::start();
+    let replica = Server::start();
+    replicate(&replica, &master);
+    let mut con = master.con();
+    ok(
+        &mut con,
+        &["SECKILL.INIT", "s", "1", "HOLD", "100", "EVENTS", "ev"],
+    );
+    int(&mut con, &["SECKILL.TRY", "s", "alice"]);
+    wait_replicas(&master, 1);
+    let mut on_replica = replica.con();
+    let held = dump(&mut on_replica, "s");
+    master.kill();
+    let deadline = server_now_ms(&mut on_replica) + 100;
+    wait_until(Duration::from_secs(5), "the hold's deadline", || {
+        server_now_ms(&mut on_replica) > deadline + 50
+    });
+    // Reads already see the hold as gone, but the replica's stored sale is unchanged.
+    assert_eq!(
+        field(&mut on_replica, &["SECKILL.INFO", "s"], "remaining"),
+        1
+    );
+    assert_eq!(dump(&mut on_replica, "s"), held);
+    assert_eq!(stream(&mut on_replica, "ev").len(), 1);
+
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut on_replica)
+        .unwrap();
+    let mut watcher = replica.con();
+    let first = stream(&mut on_replica, "ev")[0].id.clone();
+    let expired = next_event(&mut watcher, "ev", &first);
+    assert_eq!(
+        (expired.get("event"), expired.get("user")),
+        ("expire", "alice")
+    );
+}
+
+#[test]
+fn cluster_mode_requires_the_stream_in_the_sale_slot() {
+    let server = Server::start_with(&["--cluster-enabled", "yes"]);
+    let mut con = server.con();
+    let _: () = redis::cmd("CLUSTER")
+        .arg("ADDSLOTSRANGE")
+        .arg(0)
+        .arg(16383)
+        .query(&mut con)
+        .unwrap();
+    wait_until(Duration::from_secs(20), "cluster_state:ok", || {
+        let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut con).unwrap();
+        info.contains("cluster_state:ok")
+    });
+    assert_eq!(
+        error(
+            &mut con,
+            &["SECKILL.INIT", "sale:1", "5", "EVENTS", "sale:1:events"]
+        ),
+        "ERR the EVENTS stream must hash to the sale's slot: give both keys the same hash tag, e.g. {sale:1} and {sale:1}:events"
+    );
+    ok(
+        &mut con,
+        &["SECKILL.INIT", "{sale:1}", "5", "EVENTS", "{sale:1}:events"],
+    );
+    assert_eq!(int(&mut con, &["SECKILL.TRY", "{sale:1}", "alice"]), 4);
+    assert_eq!(stream(&mut con, "{sale:1}:events").len(), 1);
+}
