@@ -24,7 +24,12 @@ impl Event {
     }
 }
 
-fn parse_entries(entries: Vec<(String, Vec<String>)>) -> Vec<Event> {
+/// Entries as XRANGE and XREAD reply them: (id, [field, value, ...]).
+type Entries = Vec<(String, Vec<String>)>;
+/// XREAD and XREADGROUP replies: (stream, entries) per stream.
+type StreamsReply = Vec<(String, Entries)>;
+
+fn parse_entries(entries: Entries) -> Vec<Event> {
     entries
         .into_iter()
         .map(|(id, flat)| Event {
@@ -38,7 +43,7 @@ fn parse_entries(entries: Vec<(String, Vec<String>)>) -> Vec<Event> {
 }
 
 fn stream(con: &mut redis::Connection, key: &str) -> Vec<Event> {
-    let entries: Vec<(String, Vec<String>)> = redis::cmd("XRANGE")
+    let entries: Entries = redis::cmd("XRANGE")
         .arg(key)
         .arg("-")
         .arg("+")
@@ -49,7 +54,7 @@ fn stream(con: &mut redis::Connection, key: &str) -> Vec<Event> {
 
 /// Blocks (server side) until the stream has an entry after `after`, and returns it.
 fn next_event(con: &mut redis::Connection, key: &str, after: &str) -> Event {
-    let reply: Option<Vec<(String, Vec<(String, Vec<String>)>)>> = redis::cmd("XREAD")
+    let reply: Option<StreamsReply> = redis::cmd("XREAD")
         .arg("COUNT")
         .arg(1)
         .arg("BLOCK")
@@ -411,8 +416,7 @@ fn the_stream_has_one_entry_per_change_and_feeds_a_consumer_group() {
         assert_eq!(int(&mut con, args), reply, "{args:?}");
     }
     // The consumer sees exactly the changes, in order, with the remaining after each.
-    type Read = Vec<(String, Vec<(String, Vec<String>)>)>;
-    let read: Read = redis::cmd("XREADGROUP")
+    let read: StreamsReply = redis::cmd("XREADGROUP")
         .arg("GROUP")
         .arg("orders")
         .arg("worker-1")
