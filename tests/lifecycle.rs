@@ -616,6 +616,13 @@ fn a_replica_and_an_aof_replay_match_the_master_byte_for_byte() {
     }
     assert_eq!(int(&mut con, &["SECKILL.TRY", "{s}", "e", "2"]), 6);
     int(&mut con, &["SECKILL.CONFIRM", "{s}", "e"]);
+    // A sale without HOLD, window or stream replicates its commands verbatim.
+    ok(&mut con, &["SECKILL.INIT", "plain", "3", "LIMIT", "2"]);
+    int(&mut con, &["SECKILL.TRY", "plain", "a", "2"]);
+    int(&mut con, &["SECKILL.CANCEL", "plain", "a", "1"]);
+    int(&mut con, &["SECKILL.RESTOCK", "plain", "4"]);
+    int(&mut con, &["SECKILL.TRY", "plain", "b"]);
+    let plain = dump(&mut con, "plain");
     wait_replicas(&master, 1);
 
     let mut on_replica = replica.con();
@@ -623,6 +630,7 @@ fn a_replica_and_an_aof_replay_match_the_master_byte_for_byte() {
     let events = stream(&mut con, "{s}:ev");
     assert_eq!(events.len(), 12);
     assert_eq!(dump(&mut on_replica, "{s}"), sale, "replica sale");
+    assert_eq!(dump(&mut on_replica, "plain"), plain, "replica plain sale");
     assert_eq!(stream(&mut on_replica, "{s}:ev"), events, "replica stream");
     assert_eq!(
         dump(&mut on_replica, "{s}:ev"),
@@ -633,6 +641,7 @@ fn a_replica_and_an_aof_replay_match_the_master_byte_for_byte() {
     master.kill_and_restart();
     let mut con = master.con();
     assert_eq!(dump(&mut con, "{s}"), sale, "AOF replay sale");
+    assert_eq!(dump(&mut con, "plain"), plain, "AOF replay plain sale");
     assert_eq!(stream(&mut con, "{s}:ev"), events, "AOF replay stream");
 
     // And after an AOF rewrite (the sale as one _RESTORE) and another restart.

@@ -238,23 +238,25 @@ fn append_entry(ctx: &Context, stream: &RedisString, sale: &Sale, event: &SaleEv
 }
 
 /// Arms the expiry timer for the sale's earliest hold unless one due no later is armed.
-fn arm(ctx: &Context, home: Home, entry: &mut SaleEntry, due: u64) {
+fn arm(ctx: &Context, home: impl FnOnce() -> Home, entry: &mut SaleEntry, due: u64) {
     if entry.timer_due.is_some_and(|armed| armed <= due) {
         return;
     }
     entry.timer_due = Some(due);
-    ctx.create_timer(timer_delay(due, now_ms()), on_expiry_timer, (home, due));
+    ctx.create_timer(timer_delay(due, now_ms()), on_expiry_timer, (home(), due));
 }
 
-fn arm_for_holds(ctx: &Context, home: Home, entry: &mut SaleEntry) {
+fn arm_for_holds(ctx: &Context, key_name: &RedisString, entry: &mut SaleEntry) {
     if let Some(due) = entry.sale.next_expiry() {
-        arm(ctx, home, entry, due);
+        arm(ctx, || Home::of(ctx, key_name), entry, due);
     }
 }
 
 /// Arms the expiry timer of a sale just loaded from RDB or RESTORE, where no command runs.
 pub fn arm_loaded(ctx: &Context, db: i32, key: Vec<u8>, entry: &mut SaleEntry) {
-    arm_for_holds(ctx, Home { db, key }, entry);
+    if let Some(due) = entry.sale.next_expiry() {
+        arm(ctx, || Home { db, key }, entry, due);
+    }
 }
 
 fn on_expiry_timer(ctx: &Context, (home, due): (Home, u64)) {
@@ -271,7 +273,7 @@ fn on_expiry_timer(ctx: &Context, (home, due): (Home, u64)) {
             // A replica never expires holds on its own: its master's _REPLAY does.
             if !ctx.get_flags().contains(ContextFlags::MASTER) {
                 if entry.sale.next_expiry().is_some() {
-                    arm(ctx, home, entry, now_ms() + REPLICA_RECHECK_MS);
+                    arm(ctx, || home, entry, now_ms() + REPLICA_RECHECK_MS);
                 }
                 return;
             }
@@ -313,7 +315,16 @@ fn mutate(
             }
             ctx.notify_keyspace_event(NotifyEvent::MODULE, notification(event.kind), key_name);
         }
-        if origin == Origin::Replay {
+        let config = sale.config();
+        // Without HOLD or a window the outcome depends on the sale alone, and without a
+        // stream the command writes nothing else: the command itself then replays exactly,
+        // and replicating it verbatim takes a third less of TRY's time than building the
+        // _REPLAY form.
+        let self_contained = config.hold_ms.is_none()
+            && config.start_ms.is_none()
+            && config.end_ms.is_none()
+            && config.events.is_none();
+        if origin == Origin::Replay || (self_contained && origin == Origin::Client) {
             ctx.replicate_verbatim();
         } else {
             let now = now_ms.to_string();
@@ -324,7 +335,7 @@ fn mutate(
         }
         entry.sale.clear_events();
     }
-    arm_for_holds(ctx, Home::of(ctx, key_name), entry);
+    arm_for_holds(ctx, key_name, entry);
     Ok(reply)
 }
 
@@ -493,7 +504,7 @@ pub fn restore(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisRe
     writable_value::<SaleEntry>(&key, &SALE_TYPE)?;
     set_sale(&key, SaleEntry::new(sale))?;
     let entry = writable_value::<SaleEntry>(&key, &SALE_TYPE)?.expect("sale just stored");
-    arm_for_holds(ctx, Home::of(ctx, key_name), entry);
+    arm_for_holds(ctx, key_name, entry);
     ctx.replicate_verbatim();
     Ok(RedisValue::SimpleStringStatic("OK"))
 }
