@@ -47,6 +47,22 @@ fn python_client_example_sells_exactly_the_stock() {
     assert!(out.contains("10 winners, sold 10 of 10"), "{out}");
 }
 
+#[test]
+fn python_order_service_reconciles_with_the_sale() {
+    let server = Server::start();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let python = root.join(".venv/bin/python");
+    let script = root.join("examples/python/order_service.py");
+    let out = run(
+        &python,
+        &[script.to_str().unwrap(), &server.port.to_string()],
+    );
+    assert!(
+        out.contains("7 orders, 5 paid, 2 expired unpaid, reconciled with SECKILL.BUYERS"),
+        "{out}"
+    );
+}
+
 fn example_binary(name: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("target/release/examples")
