@@ -916,6 +916,11 @@ mod tests {
         let all: std::collections::HashSet<String> =
             (1..10_000).map(|n| sale.order_uuid(n)).collect();
         assert_eq!(all.len(), 9_999);
+        assert_eq!(
+            uuid[..18],
+            sale.order_uuid(2)[..18],
+            "the first 8 bytes name the sale"
+        );
         let other = Sale::new(config(1, 1), [8; 16]).unwrap();
         assert_ne!(other.order_uuid(1), uuid);
     }
