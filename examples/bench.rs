@@ -406,6 +406,29 @@ fn main() {
             .query(&mut con)
             .unwrap();
     }
+    // The order lifecycle's cost: a hold per purchase, and a stream entry too.
+    let _: () = redis::cmd("SECKILL.INIT")
+        .arg("bench:held")
+        .arg(1_000_000_000_000i64)
+        .arg("HOLD")
+        .arg(600_000)
+        .arg("REPLACE")
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg("{bench:events}:stream")
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("SECKILL.INIT")
+        .arg("{bench:events}")
+        .arg(1_000_000_000_000i64)
+        .arg("HOLD")
+        .arg(600_000)
+        .arg("EVENTS")
+        .arg("{bench:events}:stream")
+        .arg("REPLACE")
+        .query(&mut con)
+        .unwrap();
     let mut pipe = redis::pipe();
     for i in 0..LIMIT_USERS {
         pipe.cmd("SECKILL.TRY")
@@ -454,6 +477,16 @@ fn main() {
             "SECKILL.TRY over limit",
             LIMIT_USERS,
             vec!["SECKILL.TRY", "bench:limit", "user:__rand_int__"],
+        ),
+        (
+            "SECKILL.TRY success, HOLD",
+            keyspace,
+            vec!["SECKILL.TRY", "bench:held", "user:__rand_int__"],
+        ),
+        (
+            "SECKILL.TRY success, HOLD+EVENTS",
+            keyspace,
+            vec!["SECKILL.TRY", "{bench:events}", "user:__rand_int__"],
         ),
     ];
     let mut rows = Vec::new();

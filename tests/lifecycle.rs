@@ -227,6 +227,42 @@ fn holds_loaded_from_rdb_still_expire_by_timer() {
 }
 
 #[test]
+fn a_renamed_sale_rearms_its_expiry_timer_on_the_next_write() {
+    let server = Server::start();
+    let mut con = server.con();
+    let mut watcher = server.con();
+    ok(
+        &mut con,
+        &[
+            "SECKILL.INIT",
+            "{s}",
+            "5",
+            "HOLD",
+            "300",
+            "EVENTS",
+            "{s}:ev",
+        ],
+    );
+    int(&mut con, &["SECKILL.TRY", "{s}", "alice"]);
+    let _: () = redis::cmd("RENAME")
+        .arg("{s}")
+        .arg("{s}:renamed")
+        .query(&mut con)
+        .unwrap();
+    // The timer armed for the old name finds nothing there; this write arms one for the new.
+    assert_eq!(int(&mut con, &["SECKILL.TRY", "{s}:renamed", "bob"]), 3);
+    let mut last = "0".to_string();
+    let expired = loop {
+        let event = next_event(&mut watcher, "{s}:ev", &last);
+        if event.get("event") == "expire" {
+            break event;
+        }
+        last = event.id;
+    };
+    assert_eq!(expired.get("user"), "alice");
+}
+
+#[test]
 fn the_window_replies_before_start_and_after_end() {
     let server = Server::start();
     let mut con = server.con();

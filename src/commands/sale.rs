@@ -8,7 +8,9 @@
 //! command therefore writes no entry of its own. INIT replicates its effect (the new sale with
 //! its random order seed) as `SECKILL._RESTORE`.
 
-use super::{Home, field_array, in_db, int, now_ms, readable_value, timer_delay, writable_value};
+use super::{
+    Home, field_array, in_db, int, now_ms, readable_value, selected_db, timer_delay, writable_value,
+};
 use crate::args::{self, ArgError};
 use crate::core::sale::{EventKind, Sale, SaleConfig, SaleError, SaleEvent, TryOutcome};
 use crate::persist::{SALE_TYPE, encoding, set_sale};
@@ -27,18 +29,21 @@ const ENDED: i64 = -4;
 /// must keep a timer so that it does once promoted.
 const REPLICA_RECHECK_MS: u64 = 1_000;
 
-/// What a sale key holds: the core state plus the deadline of its armed expiry timer.
+/// What a sale key holds: the core state plus its armed expiry timer, if any.
 pub struct SaleEntry {
     pub sale: Sale,
-    timer_due: Option<u64>,
+    timer: Option<ArmedTimer>,
+}
+
+/// When the armed timer fires, and the key it will look at.
+struct ArmedTimer {
+    due: u64,
+    home: Home,
 }
 
 impl SaleEntry {
     pub fn new(sale: Sale) -> SaleEntry {
-        SaleEntry {
-            sale,
-            timer_due: None,
-        }
+        SaleEntry { sale, timer: None }
     }
 
     /// The persistent part only (COPY): the copy arms its own timer when first used.
@@ -92,31 +97,29 @@ enum Op<'a> {
 }
 
 fn parse_op<'a>(command: &[u8], rest: &[&'a [u8]]) -> Result<Op<'a>, ArgError> {
-    Ok(match command.to_ascii_uppercase().as_slice() {
-        b"TRY" => {
-            let (user, qty) = args::try_buy(rest)?;
-            Op::Try { user, qty }
-        }
-        b"CONFIRM" => Op::Confirm {
+    let is = |name: &str| command.eq_ignore_ascii_case(name.as_bytes());
+    Ok(if is("TRY") {
+        let (user, qty) = args::try_buy(rest)?;
+        Op::Try { user, qty }
+    } else if is("CONFIRM") {
+        Op::Confirm {
             user: args::user_only(rest)?,
-        },
-        b"CANCEL" => {
-            let (user, qty) = args::cancel(rest)?;
-            Op::Cancel { user, qty }
         }
-        b"RESTOCK" => Op::Restock {
+    } else if is("CANCEL") {
+        let (user, qty) = args::cancel(rest)?;
+        Op::Cancel { user, qty }
+    } else if is("RESTOCK") {
+        Op::Restock {
             units: args::restock(rest)?,
-        },
-        b"SETTLE" => {
-            args::key_only(rest)?;
-            Op::Settle
         }
-        _ => {
-            return Err(ArgError::Invalid(format!(
-                "ERR unknown sale command '{}'",
-                args::printable(command)
-            )));
-        }
+    } else if is("SETTLE") {
+        args::key_only(rest)?;
+        Op::Settle
+    } else {
+        return Err(ArgError::Invalid(format!(
+            "ERR unknown sale command '{}'",
+            args::printable(command)
+        )));
     })
 }
 
@@ -237,25 +240,44 @@ fn append_entry(ctx: &Context, stream: &RedisString, sale: &Sale, event: &SaleEv
     }
 }
 
-/// Arms the expiry timer for the sale's earliest hold unless one due no later is armed.
-fn arm(ctx: &Context, home: impl FnOnce() -> Home, entry: &mut SaleEntry, due: u64) {
-    if entry.timer_due.is_some_and(|armed| armed <= due) {
+/// Arms the expiry timer for `due` unless one due no later is armed for this key. A timer
+/// armed under another name (RENAME, MOVE) will not find the sale, so it does not count.
+fn arm(ctx: &Context, db: i32, key: &[u8], entry: &mut SaleEntry, due: u64) {
+    if entry
+        .timer
+        .as_ref()
+        .is_some_and(|armed| armed.due <= due && armed.home.db == db && armed.home.key == key)
+    {
         return;
     }
-    entry.timer_due = Some(due);
-    ctx.create_timer(timer_delay(due, now_ms()), on_expiry_timer, (home(), due));
+    let home = Home {
+        db,
+        key: key.to_vec(),
+    };
+    ctx.create_timer(
+        timer_delay(due, now_ms()),
+        on_expiry_timer,
+        (
+            Home {
+                db,
+                key: key.to_vec(),
+            },
+            due,
+        ),
+    );
+    entry.timer = Some(ArmedTimer { due, home });
 }
 
 fn arm_for_holds(ctx: &Context, key_name: &RedisString, entry: &mut SaleEntry) {
     if let Some(due) = entry.sale.next_expiry() {
-        arm(ctx, || Home::of(ctx, key_name), entry, due);
+        arm(ctx, selected_db(ctx), key_name.as_slice(), entry, due);
     }
 }
 
 /// Arms the expiry timer of a sale just loaded from RDB or RESTORE, where no command runs.
-pub fn arm_loaded(ctx: &Context, db: i32, key: Vec<u8>, entry: &mut SaleEntry) {
+pub fn arm_loaded(ctx: &Context, db: i32, key: &[u8], entry: &mut SaleEntry) {
     if let Some(due) = entry.sale.next_expiry() {
-        arm(ctx, || Home { db, key }, entry, due);
+        arm(ctx, db, key, entry, due);
     }
 }
 
@@ -267,13 +289,19 @@ fn on_expiry_timer(ctx: &Context, (home, due): (Home, u64)) {
             let Ok(Some(entry)) = writable_value::<SaleEntry>(&key, &SALE_TYPE) else {
                 return;
             };
-            if entry.timer_due == Some(due) {
-                entry.timer_due = None;
+            if entry.timer.as_ref().is_some_and(|armed| armed.due == due) {
+                entry.timer = None;
             }
             // A replica never expires holds on its own: its master's _REPLAY does.
             if !ctx.get_flags().contains(ContextFlags::MASTER) {
                 if entry.sale.next_expiry().is_some() {
-                    arm(ctx, || home, entry, now_ms() + REPLICA_RECHECK_MS);
+                    arm(
+                        ctx,
+                        home.db,
+                        &home.key,
+                        entry,
+                        now_ms() + REPLICA_RECHECK_MS,
+                    );
                 }
                 return;
             }

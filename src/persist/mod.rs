@@ -165,7 +165,7 @@ unsafe extern "C" fn sale_rdb_load(rdb: *mut raw::RedisModuleIO, version: c_int)
             let name = unsafe { raw::RedisModule_GetKeyNameFromIO.expect("GetKeyNameFromIO")(rdb) };
             let db = unsafe { raw::RedisModule_GetDbIdFromIO.expect("GetDbIdFromIO")(rdb) };
             if !name.is_null() && db >= 0 {
-                let key = unsafe { crate::commands::string_bytes(name.cast_mut()) }.to_vec();
+                let key = unsafe { crate::commands::string_bytes(name.cast_mut()) };
                 arm_loaded(&ctx, db, key, entry);
             }
         }
