@@ -34,29 +34,27 @@ fn rust_client_example_sells_exactly_the_stock() {
     assert!(out.contains("10 winners, sold 10 of 10"), "{out}");
 }
 
-#[test]
-fn python_client_example_sells_exactly_the_stock() {
+/// Runs `examples/python/<script>` (redis-py in `.venv`) against a fresh server.
+fn run_python_example(script: &str) -> String {
     let server = Server::start();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let python = root.join(".venv/bin/python");
-    let script = root.join("examples/python/sale.py");
-    let out = run(
+    let script = root.join("examples/python").join(script);
+    run(
         &python,
         &[script.to_str().unwrap(), &server.port.to_string()],
-    );
+    )
+}
+
+#[test]
+fn python_client_example_sells_exactly_the_stock() {
+    let out = run_python_example("sale.py");
     assert!(out.contains("10 winners, sold 10 of 10"), "{out}");
 }
 
 #[test]
 fn python_order_service_reconciles_with_the_sale() {
-    let server = Server::start();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let python = root.join(".venv/bin/python");
-    let script = root.join("examples/python/order_service.py");
-    let out = run(
-        &python,
-        &[script.to_str().unwrap(), &server.port.to_string()],
-    );
+    let out = run_python_example("order_service.py");
     assert!(
         out.contains("7 orders, 5 paid, 2 expired unpaid, reconciled with SECKILL.BUYERS"),
         "{out}"
