@@ -115,4 +115,7 @@ redis_module! {
     data_types: [SALE_TYPE, LOCK_TYPE],
     init: init,
     info: info,
+    event_handlers: [
+        [@GENERIC: sale::on_key_moved],
+    ],
 }

@@ -227,39 +227,52 @@ fn holds_loaded_from_rdb_still_expire_by_timer() {
 }
 
 #[test]
-fn a_renamed_sale_rearms_its_expiry_timer_on_the_next_write() {
+fn renamed_moved_and_copied_sales_keep_expiring_holds_by_timer() {
     let server = Server::start();
     let mut con = server.con();
-    let mut watcher = server.con();
-    ok(
-        &mut con,
-        &[
-            "SECKILL.INIT",
-            "{s}",
-            "5",
-            "HOLD",
-            "300",
-            "EVENTS",
-            "{s}:ev",
-        ],
-    );
-    int(&mut con, &["SECKILL.TRY", "{s}", "alice"]);
-    let _: () = redis::cmd("RENAME")
-        .arg("{s}")
-        .arg("{s}:renamed")
-        .query(&mut con)
-        .unwrap();
-    // The timer armed for the old name finds nothing there; this write arms one for the new.
-    assert_eq!(int(&mut con, &["SECKILL.TRY", "{s}:renamed", "bob"]), 3);
-    let mut last = "0".to_string();
-    let expired = loop {
-        let event = next_event(&mut watcher, "{s}:ev", &last);
-        if event.get("event") == "expire" {
-            break event;
+    for (name, args) in [
+        ("renamed", &["RENAME", "{s}", "{s}:renamed"][..]),
+        ("moved", &["MOVE", "{s}", "1"]),
+        ("copied", &["COPY", "{s}", "{s}:copy"]),
+    ] {
+        let stream = format!("{{s}}:events-{name}");
+        let _: () = redis::cmd("FLUSHALL").query(&mut con).unwrap();
+        ok(
+            &mut con,
+            &["SECKILL.INIT", "{s}", "5", "HOLD", "300", "EVENTS", &stream],
+        );
+        int(&mut con, &["SECKILL.TRY", "{s}", "alice"]);
+        if name == "copied" {
+            // Only the copy's timer can expire the hold: drop the original.
+            let _: () = redis::cmd("COPY")
+                .arg("{s}")
+                .arg("{s}:copy")
+                .query(&mut con)
+                .unwrap();
+            let _: () = redis::cmd("DEL").arg("{s}").query(&mut con).unwrap();
+        } else {
+            let _: () = common::command(args).query(&mut con).unwrap();
         }
-        last = event.id;
-    };
-    assert_eq!(expired.get("user"), "alice");
+        // Nobody writes to the sale again: only a timer armed for its new name (or db) can
+        // write the expiry, to the stream of that name in the sale's db.
+        let mut watcher = server.con();
+        if name == "moved" {
+            let _: () = redis::cmd("SELECT").arg(1).query(&mut watcher).unwrap();
+        }
+        let mut last = "0".to_string();
+        let expired = loop {
+            let event = next_event(&mut watcher, &stream, &last);
+            if event.get("event") == "expire" {
+                break event;
+            }
+            last = event.id;
+        };
+        assert_eq!(
+            (expired.get("event"), expired.get("user")),
+            ("expire", "alice"),
+            "{name}"
+        );
+    }
 }
 
 #[test]

@@ -274,6 +274,19 @@ fn arm_for_holds(ctx: &Context, key_name: &RedisString, entry: &mut SaleEntry) {
     }
 }
 
+/// RENAME, MOVE and COPY put a sale under a name its timer does not know: arm one there, so
+/// its holds keep expiring even if nobody writes to it again.
+pub fn on_key_moved(ctx: &Context, _: NotifyEvent, event: &str, key: &[u8]) {
+    if !matches!(event, "rename_to" | "move_to" | "copy_to") {
+        return;
+    }
+    let key_name = ctx.create_string(key);
+    let key = ctx.open_key_writable(&key_name);
+    if let Ok(Some(entry)) = writable_value::<SaleEntry>(&key, &SALE_TYPE) {
+        arm_for_holds(ctx, &key_name, entry);
+    }
+}
+
 /// Arms the expiry timer of a sale just loaded from RDB or RESTORE, where no command runs.
 pub fn arm_loaded(ctx: &Context, db: i32, key: &[u8], entry: &mut SaleEntry) {
     if let Some(due) = entry.sale.next_expiry() {
