@@ -228,15 +228,14 @@ fn holds_loaded_from_rdb_still_expire_by_timer() {
 
 #[test]
 fn renamed_moved_and_copied_sales_keep_expiring_holds_by_timer() {
-    let server = Server::start();
-    let mut con = server.con();
     for (name, args) in [
         ("renamed", &["RENAME", "{s}", "{s}:renamed"][..]),
         ("moved", &["MOVE", "{s}", "1"]),
         ("copied", &["COPY", "{s}", "{s}:copy"]),
     ] {
+        let server = Server::start();
+        let mut con = server.con();
         let stream = format!("{{s}}:events-{name}");
-        let _: () = redis::cmd("FLUSHALL").query(&mut con).unwrap();
         ok(
             &mut con,
             &["SECKILL.INIT", "{s}", "5", "HOLD", "300", "EVENTS", &stream],
