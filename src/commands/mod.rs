@@ -130,6 +130,7 @@ pub fn int(value: u64) -> RedisValue {
 }
 
 /// Where a key lives, to find it again from a timer or a blocked client's callback.
+#[derive(Clone)]
 pub struct Home {
     pub db: i32,
     pub key: Vec<u8>,

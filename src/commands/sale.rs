@@ -46,7 +46,7 @@ impl SaleEntry {
         SaleEntry { sale, timer: None }
     }
 
-    /// The persistent part only (COPY): the copy arms its own timer when first used.
+    /// The persistent part only (COPY): the copy's timer is armed by the `copy_to` event.
     pub fn copy_state(&self) -> SaleEntry {
         SaleEntry::new(self.sale.clone())
     }
@@ -257,13 +257,7 @@ fn arm(ctx: &Context, db: i32, key: &[u8], entry: &mut SaleEntry, due: u64) {
     ctx.create_timer(
         timer_delay(due, now_ms()),
         on_expiry_timer,
-        (
-            Home {
-                db,
-                key: key.to_vec(),
-            },
-            due,
-        ),
+        (home.clone(), due),
     );
     entry.timer = Some(ArmedTimer { due, home });
 }

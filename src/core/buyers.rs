@@ -232,11 +232,6 @@ impl Buyers {
         (user, self.decode_fields(gone, fields))
     }
 
-    /// Units of `user` (0 when they never bought or all went back).
-    pub fn units(&self, user: &[u8]) -> u64 {
-        self.find(user).map_or(0, |(_, entry)| entry.units())
-    }
-
     /// Rewrites the record at `slot` in place; a record left with no units is marked gone.
     /// The caller keeps every quantity within the LIMIT the table was made for.
     pub fn set(&mut self, slot: Slot, entry: &Entry) {
@@ -350,6 +345,11 @@ mod tests {
         }
     }
 
+    /// Units of `user` (0 when they never bought or all went back).
+    fn units(buyers: &Buyers, user: &[u8]) -> u64 {
+        buyers.find(user).map_or(0, |(_, entry)| entry.units())
+    }
+
     fn all(buyers: &Buyers) -> Vec<(Vec<u8>, Entry)> {
         buyers.iter().map(|(_, u, e)| (u.to_vec(), e)).collect()
     }
@@ -384,15 +384,15 @@ mod tests {
     fn insert_find_set_and_order() {
         let mut buyers = Buyers::new(Layout { limit: 10, ..PLAIN });
         assert!(buyers.is_empty());
-        assert_eq!(buyers.units(b"alice"), 0);
+        assert_eq!(units(&buyers, b"alice"), 0);
         let alice = buyers.insert(b"alice", &final_units(1));
         buyers.insert(b"bob", &final_units(2));
         buyers.set(alice, &final_units(4));
         buyers.insert(b"", &final_units(1));
-        assert_eq!(buyers.units(b"alice"), 4);
-        assert_eq!(buyers.units(b"bob"), 2);
-        assert_eq!(buyers.units(b""), 1);
-        assert_eq!(buyers.units(b"carol"), 0);
+        assert_eq!(units(&buyers, b"alice"), 4);
+        assert_eq!(units(&buyers, b"bob"), 2);
+        assert_eq!(units(&buyers, b""), 1);
+        assert_eq!(units(&buyers, b"carol"), 0);
         assert_eq!((buyers.len(), buyers.records()), (3, 3));
         assert_eq!(
             all(&buyers),
@@ -411,7 +411,7 @@ mod tests {
         buyers.insert(b"bob", &final_units(1));
         buyers.set(alice, &Entry::default());
         assert_eq!((buyers.len(), buyers.records()), (1, 2));
-        assert_eq!(buyers.units(b"alice"), 0);
+        assert_eq!(units(&buyers, b"alice"), 0);
         assert_eq!(buyers.find(b"alice").map(|(s, _)| s), Some(alice));
         buyers.set(alice, &final_units(1));
         assert_eq!((buyers.len(), buyers.records()), (2, 2));
@@ -504,10 +504,10 @@ mod tests {
         }
         assert_eq!(buyers.len(), 20_000);
         for i in (0..20_000u32).step_by(997) {
-            assert_eq!(buyers.units(&id(i)), u64::from(i % 3 + 1));
+            assert_eq!(units(&buyers, &id(i)), u64::from(i % 3 + 1));
         }
         assert!(buyers.heap_bytes() > 0);
         let cloned = buyers.clone();
-        assert_eq!(cloned.units(&1u32.to_le_bytes()), 2);
+        assert_eq!(units(&cloned, &1u32.to_le_bytes()), 2);
     }
 }
