@@ -59,6 +59,8 @@ pub static LOCK_CONTENDED: Counter = Counter::new();
 pub static LOCK_WAITED: Counter = Counter::new();
 pub static LOCK_TIMED_OUT: Counter = Counter::new();
 pub static LOCK_EXPIRED: Counter = Counter::new();
+/// Key timers armed and not yet fired or stopped (at most one per sale or lock key).
+pub static TIMERS: Gauge = Gauge::new();
 
 /// (field, value) pairs of the `seckill` INFO section, in display order, given the number of
 /// clients waiting for locks (which the lock commands track).
@@ -84,5 +86,6 @@ pub fn fields(lock_waiting_clients: usize) -> Vec<(&'static str, i64)> {
         ("lock_timed_out", c(&LOCK_TIMED_OUT)),
         ("lock_expired", c(&LOCK_EXPIRED)),
         ("lock_waiting_clients", lock_waiting_clients as i64),
+        ("timers", TIMERS.get()),
     ]
 }

@@ -614,3 +614,66 @@ fn huge_ttl_and_wait_values_do_not_hang_the_server() {
         .unwrap();
     assert_eq!(blocked.join().unwrap(), None);
 }
+
+#[test]
+fn a_shorter_ttl_after_a_longer_one_is_handed_over_at_its_own_deadline() {
+    // The sequence of the issue: B's wait armed a timer for A's 10 s TTL; C then holds the lock
+    // for 200 ms, and D must get it when C's TTL runs out, not when A's old timer fires.
+    let server = Server::start();
+    let mut con = server.con();
+    let mut waiter = server.con();
+    assert_eq!(acquire(&mut con, "lk", "A", 10_000, None), Some(1));
+    let b = std::thread::spawn(move || acquire(&mut waiter, "lk", "B", 10_000, Some(5_000)));
+    wait_until(Duration::from_secs(5), "B queued", || {
+        waiters(&mut con, "lk") == 1
+    });
+    assert_eq!(int(&mut con, &["LOCK.RELEASE", "lk", "A"]), 1);
+    assert_eq!(b.join().unwrap(), Some(2));
+    assert_eq!(int(&mut con, &["LOCK.RELEASE", "lk", "B"]), 1);
+    let start = Instant::now();
+    assert_eq!(acquire(&mut con, "lk", "C", 200, None), Some(3));
+    let mut d = server.con();
+    assert_eq!(acquire(&mut d, "lk", "D", 10_000, Some(3_000)), Some(4));
+    let waited = start.elapsed();
+    assert!(
+        waited >= Duration::from_millis(198) && waited < Duration::from_millis(1_500),
+        "D handed the lock at C's deadline, not A's: {waited:?}"
+    );
+    // The key keeps one timer (for D's 10 s TTL only while someone waits): none now.
+    assert_eq!(info_counter(&mut con, "timers"), 0);
+}
+
+#[test]
+fn churn_keeps_at_most_one_timer_per_key() {
+    let server = Server::start();
+    let mut con = server.con();
+    let keys = ["c0", "c1", "c2"];
+    let mut blocked = Vec::new();
+    for round in 0..30u64 {
+        for key in keys {
+            let holder = format!("h{round}");
+            acquire(&mut con, key, &holder, 60_000 - round * 1_000, None);
+            let mut waiter = server.con();
+            let key = key.to_string();
+            blocked.push(std::thread::spawn(move || {
+                acquire(&mut waiter, &key, "w", 1_000, Some(50))
+            }));
+        }
+        let timers = info_counter(&mut con, "timers");
+        assert!(
+            timers <= keys.len() as i64,
+            "round {round}: {timers} timers"
+        );
+        for key in keys {
+            let holder = format!("h{round}");
+            int(&mut con, &["LOCK.RELEASE", key, &holder]);
+            let _ = int(&mut con, &["LOCK.RELEASE", key, "w"]);
+        }
+    }
+    for waiter in blocked {
+        waiter.join().unwrap();
+    }
+    wait_until(Duration::from_secs(5), "timers stopped", || {
+        info_counter(&mut con, "timers") == 0
+    });
+}

@@ -1,7 +1,8 @@
 //! LOCK.* commands: the lock core plus blocking waiters, the handoff timer and replication of
 //! effects (absolute expiry and fence, never the clock-dependent command).
 
-use super::{Home, field_array, in_db, int, now_ms, readable_value, timer_delay, writable_value};
+use super::timer::{Fired, KeyTimer};
+use super::{Home, field_array, in_db, int, now_ms, readable_value, selected_db, writable_value};
 use crate::args;
 use crate::blocking::{self, Gone, WaiterId};
 use crate::core::lock::{AcquireOutcome, Lock, LockEvent, Waiter};
@@ -13,17 +14,17 @@ use redis_module::{
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-/// What a lock key holds: the core state plus whether a handoff timer is already armed.
+/// What a lock key holds: the core state plus its handoff timer.
 pub struct LockEntry {
     pub lock: Lock,
-    timer_armed: bool,
+    timer: KeyTimer,
 }
 
 impl LockEntry {
     pub fn new(lock: Lock) -> LockEntry {
         LockEntry {
             lock,
-            timer_armed: false,
+            timer: KeyTimer::default(),
         }
     }
 
@@ -63,13 +64,13 @@ fn finish(ctx: &Context, key_name: &RedisString, entry: &mut LockEntry, before: 
             }
         }
     }
-    if let Some(due_at) = entry.lock.handoff_due_at()
-        && !entry.timer_armed
-    {
-        entry.timer_armed = true;
-        let home = Home::of(ctx, key_name);
-        ctx.create_timer(timer_delay(due_at, now_ms()), on_handoff_timer, home);
-    }
+    entry.timer.set(
+        ctx,
+        selected_db(ctx),
+        key_name.as_slice(),
+        entry.lock.handoff_due_at(),
+        on_handoff_timer,
+    );
     let after = encoding::encode_lock(&entry.lock);
     if after != before {
         let version = encoding::LOCK_VERSION.to_string();
@@ -102,15 +103,15 @@ fn with_lock<R>(
     Ok(Some(out))
 }
 
-fn on_handoff_timer(ctx: &Context, home: Home) {
+fn on_handoff_timer(ctx: &Context, fired: Fired) {
     // A replica never expires or hands off on its own: its master's LOCK._RESTORE does.
     if !ctx.get_flags().contains(ContextFlags::MASTER) {
         return;
     }
-    in_db(ctx, home.db, || {
-        let key_name = ctx.create_string(home.key);
+    in_db(ctx, fired.home.db, || {
+        let key_name = ctx.create_string(fired.home.key.as_slice());
         let _ = with_lock(ctx, &key_name, false, |_, entry| {
-            entry.timer_armed = false;
+            entry.timer.fired(&fired);
             entry.lock.settle(now_ms());
         });
     });

@@ -2,6 +2,7 @@
 
 pub mod lock;
 pub mod sale;
+pub mod timer;
 
 use crate::args::ArgError;
 use redis_module::native_types::RedisType;

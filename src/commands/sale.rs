@@ -8,9 +8,8 @@
 //! command therefore writes no entry of its own. INIT replicates its effect (the new sale with
 //! its random order seed) as `SECKILL._RESTORE`.
 
-use super::{
-    Home, field_array, in_db, int, now_ms, readable_value, selected_db, timer_delay, writable_value,
-};
+use super::timer::{Fired, KeyTimer};
+use super::{field_array, in_db, int, now_ms, readable_value, selected_db, writable_value};
 use crate::args::{self, ArgError};
 use crate::core::sale::{EventKind, Sale, SaleConfig, SaleError, SaleEvent, TryOutcome};
 use crate::persist::{SALE_TYPE, encoding, set_sale};
@@ -29,21 +28,18 @@ const ENDED: i64 = -4;
 /// must keep a timer so that it does once promoted.
 const REPLICA_RECHECK_MS: u64 = 1_000;
 
-/// What a sale key holds: the core state plus its armed expiry timer, if any.
+/// What a sale key holds: the core state plus its hold-expiry timer.
 pub struct SaleEntry {
     pub sale: Sale,
-    timer: Option<ArmedTimer>,
-}
-
-/// When the armed timer fires, and the key it will look at.
-struct ArmedTimer {
-    due: u64,
-    home: Home,
+    timer: KeyTimer,
 }
 
 impl SaleEntry {
     pub fn new(sale: Sale) -> SaleEntry {
-        SaleEntry { sale, timer: None }
+        SaleEntry {
+            sale,
+            timer: KeyTimer::default(),
+        }
     }
 
     /// The persistent part only (COPY): the copy's timer is armed by the `copy_to` event.
@@ -240,32 +236,14 @@ fn append_entry(ctx: &Context, stream: &RedisString, sale: &Sale, event: &SaleEv
     }
 }
 
-/// Arms the expiry timer for `due` unless one due no later is armed for this key. A timer
-/// armed under another name (RENAME, MOVE) will not find the sale, so it does not count.
-fn arm(ctx: &Context, db: i32, key: &[u8], entry: &mut SaleEntry, due: u64) {
-    if entry
-        .timer
-        .as_ref()
-        .is_some_and(|armed| armed.due <= due && armed.home.db == db && armed.home.key == key)
-    {
-        return;
-    }
-    let home = Home {
-        db,
-        key: key.to_vec(),
-    };
-    ctx.create_timer(
-        timer_delay(due, now_ms()),
-        on_expiry_timer,
-        (home.clone(), due),
-    );
-    entry.timer = Some(ArmedTimer { due, home });
+/// Keeps the sale's one expiry timer due no later than `due` (`None`: stops it).
+fn arm(ctx: &Context, db: i32, key: &[u8], entry: &mut SaleEntry, due: Option<u64>) {
+    entry.timer.set(ctx, db, key, due, on_expiry_timer);
 }
 
 fn arm_for_holds(ctx: &Context, key_name: &RedisString, entry: &mut SaleEntry) {
-    if let Some(due) = entry.sale.next_expiry() {
-        arm(ctx, selected_db(ctx), key_name.as_slice(), entry, due);
-    }
+    let due = entry.sale.next_expiry();
+    arm(ctx, selected_db(ctx), key_name.as_slice(), entry, due);
 }
 
 /// RENAME, MOVE and COPY put a sale under a name its timer does not know: arm one there, so
@@ -283,12 +261,12 @@ pub fn on_key_moved(ctx: &Context, _: NotifyEvent, event: &str, key: &[u8]) {
 
 /// Arms the expiry timer of a sale just loaded from RDB or RESTORE, where no command runs.
 pub fn arm_loaded(ctx: &Context, db: i32, key: &[u8], entry: &mut SaleEntry) {
-    if let Some(due) = entry.sale.next_expiry() {
-        arm(ctx, db, key, entry, due);
-    }
+    let due = entry.sale.next_expiry();
+    arm(ctx, db, key, entry, due);
 }
 
-fn on_expiry_timer(ctx: &Context, (home, due): (Home, u64)) {
+fn on_expiry_timer(ctx: &Context, fired: Fired) {
+    let home = &fired.home;
     in_db(ctx, home.db, || {
         let key_name = ctx.create_string(home.key.as_slice());
         {
@@ -296,19 +274,12 @@ fn on_expiry_timer(ctx: &Context, (home, due): (Home, u64)) {
             let Ok(Some(entry)) = writable_value::<SaleEntry>(&key, &SALE_TYPE) else {
                 return;
             };
-            if entry.timer.as_ref().is_some_and(|armed| armed.due == due) {
-                entry.timer = None;
-            }
+            entry.timer.fired(&fired);
             // A replica never expires holds on its own: its master's _REPLAY does.
             if !ctx.get_flags().contains(ContextFlags::MASTER) {
                 if entry.sale.next_expiry().is_some() {
-                    arm(
-                        ctx,
-                        home.db,
-                        &home.key,
-                        entry,
-                        now_ms() + REPLICA_RECHECK_MS,
-                    );
+                    let recheck = now_ms() + REPLICA_RECHECK_MS;
+                    arm(ctx, home.db, &home.key, entry, Some(recheck));
                 }
                 return;
             }

@@ -199,6 +199,7 @@ impl Lock {
 
 #[cfg(test)]
 mod tests {
+    use super::super::alarm::Plan;
     use super::*;
 
     fn waiter(id: u64, token: &[u8], ttl_ms: u64) -> Waiter {
@@ -412,6 +413,130 @@ mod tests {
             lock.acquire(b"b", 10, 200),
             AcquireOutcome::Acquired { fence: 6 }
         );
+    }
+
+    /// A key driven as the command layer drives it: one timer planned by `plan` after every
+    /// change, blocked clients that time out, and a fake clock. `Err` names the first moment a
+    /// waiter was still waiting while no live holder had the lock.
+    fn run_model(seed: u64, plan: fn(Option<u64>, Option<u64>) -> Plan) -> Result<(), String> {
+        let mut rng = seed.max(1);
+        let mut next = move |bound: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % bound
+        };
+        let mut lock = Lock::default();
+        let mut now = 1_000u64;
+        let mut timer: Option<u64> = None;
+        // Blocked clients: waiter id and when its WAIT runs out.
+        let mut blocked: Vec<(u64, u64)> = Vec::new();
+        let mut next_id = 0;
+        let tokens: [&[u8]; 4] = [b"a", b"b", b"c", b"d"];
+        let replan = |lock: &Lock, timer: &mut Option<u64>| {
+            *timer = match plan(*timer, lock.handoff_due_at()) {
+                Plan::Keep => *timer,
+                Plan::Arm(due) => Some(due),
+                Plan::Stop | Plan::Idle => None,
+            };
+        };
+        let forget_granted = |lock: &mut Lock, blocked: &mut Vec<(u64, u64)>| {
+            for event in lock.drain_events() {
+                if let LockEvent::Granted { waiter_id, .. } = event {
+                    blocked.retain(|&(id, _)| id != waiter_id);
+                }
+            }
+        };
+        let check = |lock: &Lock, at: u64| {
+            if lock.waiter_count() > 0 && lock.holder(at).is_none() {
+                Err(format!(
+                    "seed {seed}: a waiter still waits at {at} on a free lock"
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        for _ in 0..400 {
+            // Time passes: the timer and blocked clients' timeouts fire in order.
+            let until = now + next(120);
+            loop {
+                let timeout = blocked.iter().map(|&(_, at)| at).min();
+                let Some(at) = [timer, timeout].into_iter().flatten().min() else {
+                    break;
+                };
+                if at > until {
+                    break;
+                }
+                now = now.max(at);
+                if timer == Some(at) {
+                    timer = None;
+                    lock.settle(now);
+                } else {
+                    let (id, _) = *blocked.iter().find(|&&(_, t)| t == at).unwrap();
+                    blocked.retain(|&(i, _)| i != id);
+                    lock.remove_waiter(id);
+                }
+                forget_granted(&mut lock, &mut blocked);
+                replan(&lock, &mut timer);
+                check(&lock, now)?;
+            }
+            now = until;
+            let token = tokens[next(4) as usize];
+            let ttl = 1 + next(400);
+            match next(5) {
+                0 | 1 => {
+                    if lock.acquire(token, ttl, now) == AcquireOutcome::Busy && next(3) > 0 {
+                        next_id += 1;
+                        lock.enqueue(waiter(next_id, token, ttl));
+                        blocked.push((next_id, now + 1 + next(600)));
+                    }
+                }
+                2 => {
+                    lock.release(token, now);
+                }
+                3 => {
+                    lock.extend(token, ttl, now);
+                }
+                _ => {
+                    if let Some(&(id, _)) = blocked.get(next(4) as usize) {
+                        // A client disconnects.
+                        blocked.retain(|&(i, _)| i != id);
+                        lock.remove_waiter(id);
+                    }
+                }
+            }
+            forget_granted(&mut lock, &mut blocked);
+            replan(&lock, &mut timer);
+            if let (Some(at), Some(due)) = (timer, lock.handoff_due_at())
+                && at > due
+            {
+                return Err(format!(
+                    "seed {seed}: timer at {at} after the deadline {due}"
+                ));
+            }
+            check(&lock, now)?;
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_waiter_gets_the_lock_at_the_holders_deadline_in_every_history() {
+        for seed in 1..=300 {
+            run_model(seed, super::super::alarm::plan).unwrap();
+        }
+    }
+
+    #[test]
+    fn the_model_catches_a_timer_kept_for_a_later_deadline() {
+        // The planner before the fix: whatever timer is armed counts as the key's timer.
+        fn first_timer_wins(armed: Option<u64>, wanted: Option<u64>) -> Plan {
+            match (armed, wanted) {
+                (Some(_), _) => Plan::Keep,
+                (None, Some(due)) => Plan::Arm(due),
+                (None, None) => Plan::Idle,
+            }
+        }
+        assert!((1..=300).any(|seed| run_model(seed, first_timer_wins).is_err()));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Pure state machines: no Redis types, no clock, no I/O. Unit-tested on their own.
 
+pub mod alarm;
 pub mod buyers;
 pub mod lock;
 pub mod sale;
