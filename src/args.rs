@@ -40,20 +40,30 @@ pub fn identifier<'a>(raw: &'a [u8], what: &str) -> ArgResult<&'a [u8]> {
 }
 
 /// Walks `[NAME value] [FLAG]` options, case-insensitively; `on_option(name, next_value)`
-/// returns whether it consumed the value.
+/// returns whether it consumed the value. An option given twice is `ERR syntax error`, as
+/// built-in commands answer `SET k v EX 1 EX 2`.
 fn options<'a>(
     rest: &'a [&'a [u8]],
     mut on_option: impl FnMut(&str, Option<&'a [u8]>) -> ArgResult<bool>,
 ) -> ArgResult<()> {
+    let mut seen: Vec<String> = Vec::new();
     let mut i = 0;
     while i < rest.len() {
         let name = std::str::from_utf8(rest[i])
             .map(str::to_ascii_uppercase)
             .map_err(|_| unknown_option(rest[i]))?;
+        if seen.contains(&name) {
+            return Err(syntax_error());
+        }
         let consumed = on_option(&name, rest.get(i + 1).copied())?;
+        seen.push(name);
         i += if consumed { 2 } else { 1 };
     }
     Ok(())
+}
+
+pub fn syntax_error() -> ArgError {
+    ArgError::Invalid("ERR syntax error".to_string())
 }
 
 fn value_of<'a>(name: &str, value: Option<&'a [u8]>) -> ArgResult<&'a [u8]> {
@@ -92,8 +102,14 @@ pub struct InitArgs<'a> {
     pub replace: bool,
 }
 
+/// An optional setting where 0 means "not set", as SECKILL.INFO prints an unset one, so that
+/// whatever INFO prints INIT takes back.
+fn unset_if_zero(raw: &[u8], what: &str) -> ArgResult<Option<u64>> {
+    Ok(Some(integer(raw, what, 0, MAX_MS)?).filter(|&value| value > 0))
+}
+
 /// `SECKILL.INIT key stock [LIMIT n] [HOLD ms] [START unix_ms] [END unix_ms] [EVENTS stream]
-/// [REPLACE]`; START 0 is the same as no START.
+/// [REPLACE]`; HOLD 0, START 0 and END 0 are the same as leaving them out.
 pub fn init<'a>(rest: &'a [&'a [u8]]) -> ArgResult<InitArgs<'a>> {
     let (stock, options_rest) = rest.split_first().ok_or(ArgError::Arity)?;
     let mut parsed = InitArgs {
@@ -108,14 +124,9 @@ pub fn init<'a>(rest: &'a [&'a [u8]]) -> ArgResult<InitArgs<'a>> {
     options(options_rest, |name, value| {
         match name {
             "LIMIT" => parsed.limit = integer(value_of(name, value)?, "LIMIT", 1, MAX_UNITS)?,
-            "HOLD" => parsed.hold_ms = Some(integer(value_of(name, value)?, "HOLD ms", 1, MAX_MS)?),
-            "START" => {
-                let start = integer(value_of(name, value)?, "START unix_ms", 0, MAX_MS)?;
-                parsed.start_ms = (start > 0).then_some(start);
-            }
-            "END" => {
-                parsed.end_ms = Some(integer(value_of(name, value)?, "END unix_ms", 1, MAX_MS)?)
-            }
+            "HOLD" => parsed.hold_ms = unset_if_zero(value_of(name, value)?, "HOLD ms")?,
+            "START" => parsed.start_ms = unset_if_zero(value_of(name, value)?, "START unix_ms")?,
+            "END" => parsed.end_ms = unset_if_zero(value_of(name, value)?, "END unix_ms")?,
             "EVENTS" => parsed.events = Some(identifier(value_of(name, value)?, "EVENTS stream")?),
             "REPLACE" => {
                 parsed.replace = true;
@@ -133,16 +144,17 @@ pub fn init<'a>(rest: &'a [&'a [u8]]) -> ArgResult<InitArgs<'a>> {
     Ok(parsed)
 }
 
-/// `SECKILL.TRY key user [qty]`: the quantity's range (1..=LIMIT) is checked by the sale,
-/// which knows its LIMIT and names it in the error.
+/// A quantity whose range (1..=LIMIT) only the sale knows: anything that is not an integer in
+/// 1..2^63-1 reads as 0, which the sale refuses with the one message for `qty`, naming its LIMIT.
+fn quantity(raw: &[u8]) -> u64 {
+    integer(raw, "qty", 1, MAX_UNITS).unwrap_or(0)
+}
+
+/// `SECKILL.TRY key user [qty]`
 pub fn try_buy<'a>(rest: &[&'a [u8]]) -> ArgResult<(&'a [u8], u64)> {
     match rest {
         [user] => Ok((identifier(user, "user")?, 1)),
-        [user, qty] => Ok((
-            identifier(user, "user")?,
-            integer(qty, "qty", 0, MAX_UNITS)
-                .map_err(|_| ArgError::Invalid("ERR qty must be a positive integer".to_string()))?,
-        )),
+        [user, qty] => Ok((identifier(user, "user")?, quantity(qty))),
         _ => Err(ArgError::Arity),
     }
 }
@@ -159,10 +171,7 @@ pub fn user_only<'a>(rest: &[&'a [u8]]) -> ArgResult<&'a [u8]> {
 pub fn cancel<'a>(rest: &[&'a [u8]]) -> ArgResult<(&'a [u8], Option<u64>)> {
     match rest {
         [user] => Ok((identifier(user, "user")?, None)),
-        [user, qty] => Ok((
-            identifier(user, "user")?,
-            Some(integer(qty, "qty", 1, MAX_UNITS)?),
-        )),
+        [user, qty] => Ok((identifier(user, "user")?, Some(quantity(qty)))),
         _ => Err(ArgError::Arity),
     }
 }
@@ -409,16 +418,23 @@ mod tests {
             ),
             (Some(30_000), Some(100), Some(200), Some(&b"{s}:ev"[..]))
         );
-        assert_eq!(init(&[b"5", b"START", b"0"]).unwrap().start_ms, None);
+        // 0 is "not set", as SECKILL.INFO prints it, for every optional setting.
+        let unset = init(&[b"5", b"START", b"0", b"END", b"0", b"HOLD", b"0"]).unwrap();
+        assert_eq!(
+            (unset.start_ms, unset.end_ms, unset.hold_ms),
+            (None, None, None)
+        );
         for (args, message) in [
             (
-                &[&b"5"[..], b"HOLD", b"0"][..],
-                "ERR HOLD ms must be an integer between 1 and 9223372036854775807",
+                &[&b"5"[..], b"HOLD", b"-1"][..],
+                "ERR HOLD ms must be an integer between 0 and 9223372036854775807",
             ),
             (
-                &[b"5", b"END", b"0"],
-                "ERR END unix_ms must be an integer between 1 and 9223372036854775807",
+                &[b"5", b"END", b"x"],
+                "ERR END unix_ms must be an integer between 0 and 9223372036854775807",
             ),
+            (&[b"5", b"LIMIT", b"2", b"limit", b"3"], "ERR syntax error"),
+            (&[b"5", b"REPLACE", b"REPLACE"], "ERR syntax error"),
             (
                 &[b"5", b"START", b"9", b"END", b"9"],
                 "ERR END must be after START",
@@ -437,7 +453,18 @@ mod tests {
     fn lifecycle_commands() {
         assert_eq!(cancel(&[b"u"]), Ok((&b"u"[..], None)));
         assert_eq!(cancel(&[b"u", b"2"]), Ok((&b"u"[..], Some(2))));
-        assert!(cancel(&[b"u", b"0"]).is_err());
+        // Not an integer in 1..2^63-1: 0, which the sale refuses naming its LIMIT.
+        for bad in [
+            &b"0"[..],
+            b"-1",
+            b"abc",
+            b"",
+            b"9223372036854775808",
+            b"18446744073709551616",
+        ] {
+            assert_eq!(cancel(&[b"u", bad]), Ok((&b"u"[..], Some(0))), "{bad:?}");
+            assert_eq!(try_buy(&[b"u", bad]), Ok((&b"u"[..], 0)), "{bad:?}");
+        }
         assert_eq!(cancel(&[]), Err(ArgError::Arity));
         assert_eq!(restock(&[b"3"]), Ok(3));
         assert_eq!(
@@ -475,7 +502,6 @@ mod tests {
             Err(invalid("ERR user must not be empty"))
         );
         assert_eq!(try_buy(&[b"u", b"0"]), Ok((&b"u"[..], 0)));
-        assert!(try_buy(&[b"u", b"-1"]).is_err());
         assert_eq!(user_only(&[b"u"]), Ok(&b"u"[..]));
         assert_eq!(user_only(&[]), Err(ArgError::Arity));
         assert_eq!(key_only(&[]), Ok(()));
@@ -506,6 +532,14 @@ mod tests {
         assert_eq!(
             acquire(&[b"t", b"1", b"WAIT"]),
             Err(invalid("ERR WAIT needs a value"))
+        );
+        assert_eq!(
+            acquire(&[b"t", b"1", b"WAIT", b"10", b"wait", b"20"]),
+            Err(invalid("ERR syntax error"))
+        );
+        assert_eq!(
+            buyers(&[b"0", b"COUNT", b"1", b"COUNT", b"2"]),
+            Err(invalid("ERR syntax error"))
         );
         assert_eq!(
             acquire(&[b"t", b"1", b"NX"]),

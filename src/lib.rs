@@ -55,7 +55,7 @@ macro_rules! commands {
 }
 
 commands! {
-    ["seckill.init", sale::init, "write deny-oom fast"],
+    ["seckill.init", sale::init, "write deny-oom"],
     ["seckill.try", sale::try_buy, "write deny-oom fast"],
     ["seckill.info", sale::info, "readonly fast"],
     ["seckill.bought", sale::bought, "readonly fast"],
@@ -65,7 +65,7 @@ commands! {
     ["seckill.buyers", sale::buyers, "readonly"],
     ["seckill._restore", sale::restore, "write deny-oom"],
     ["seckill._replay", sale::replay, "write"],
-    ["lock.acquire", lock::acquire, "write deny-oom"],
+    ["lock.acquire", lock::acquire, "write deny-oom blocking"],
     ["lock.release", lock::release, "write fast"],
     ["lock.extend", lock::extend, "write fast"],
     ["lock.info", lock::info, "readonly fast"],

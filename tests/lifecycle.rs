@@ -346,7 +346,7 @@ fn cancel_refund_and_restock_replies() {
         all_buyers(&mut con, "s", 10),
         vec![("alice".to_string(), 1, "final".to_string())]
     );
-    assert_eq!(int(&mut con, &["SECKILL.CANCEL", "s", "alice", "5"]), 1);
+    assert_eq!(int(&mut con, &["SECKILL.CANCEL", "s", "alice", "3"]), 1);
     assert_eq!(int(&mut con, &["SECKILL.CANCEL", "s", "alice"]), 0);
     assert_eq!(int(&mut con, &["SECKILL.CANCEL", "s", "nobody"]), 0);
     assert_eq!(int(&mut con, &["SECKILL.RESTOCK", "s", "4"]), 7);

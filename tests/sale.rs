@@ -171,7 +171,7 @@ fn try_contract() {
         ),
         (
             &["SECKILL.TRY", "b", "u", "x"],
-            "ERR qty must be a positive integer",
+            "ERR qty must be an integer between 1 and 3 (the sale's LIMIT)",
         ),
         (
             &["SECKILL.TRY", "s"],

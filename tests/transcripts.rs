@@ -1,6 +1,7 @@
 //! Runs every `tests/transcripts/*.txt` through `redis-cli` (`REDIS_CLI`) against a fresh
 //! server and compares each reply with the transcript. A transcript is `> command` lines, each
 //! followed by the reply exactly as `redis-cli --no-raw` prints it; `#` lines are comments.
+//! A file named `*.resp3.txt` talks RESP3 (`redis-cli -3`).
 
 mod common;
 
@@ -38,9 +39,13 @@ fn parse(text: &str) -> Vec<Step> {
     steps
 }
 
-fn run_cli(port: u16, command: &str) -> Vec<String> {
+fn run_cli(port: u16, resp3: bool, command: &str) -> Vec<String> {
+    let mut args = vec!["-p".to_string(), port.to_string(), "--no-raw".to_string()];
+    if resp3 {
+        args.push("-3".to_string());
+    }
     let mut child = Command::new(cli_binary())
-        .args(["-p", &port.to_string(), "--no-raw"])
+        .args(&args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -72,8 +77,9 @@ fn every_transcript_replays_exactly() {
     for file in &files {
         let server = Server::start();
         let text = std::fs::read_to_string(file).unwrap();
+        let resp3 = file.to_string_lossy().ends_with(".resp3.txt");
         for step in parse(&text) {
-            let got = run_cli(server.port, &step.command);
+            let got = run_cli(server.port, resp3, &step.command);
             checked += 1;
             if got != step.expected {
                 failures.push(format!(

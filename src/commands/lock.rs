@@ -2,7 +2,7 @@
 //! effects (absolute expiry and fence, never the clock-dependent command).
 
 use super::timer::{Fired, KeyTimer};
-use super::{Home, field_array, in_db, int, now_ms, readable_value, selected_db, writable_value};
+use super::{Home, fields_reply, in_db, int, now_ms, readable_value, selected_db, writable_value};
 use crate::args;
 use crate::blocking::{self, Gone, WaiterId};
 use crate::core::lock::{AcquireOutcome, Lock, LockEvent, Waiter};
@@ -231,20 +231,23 @@ pub fn info(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResul
     let entry = readable_value::<LockEntry>(&key, &LOCK_TYPE)?;
     let lock = entry.map(|e| &e.lock);
     let holder = lock.and_then(|l| l.holder(now));
-    Ok(field_array(vec![
-        (
-            "owner",
-            holder.map_or(RedisValue::Null, |h| {
-                RedisValue::StringBuffer(h.token.clone())
-            }),
-        ),
-        (
-            "ttl",
-            holder.map_or(RedisValue::Integer(-1), |h| int(h.expires_at_ms - now)),
-        ),
-        ("fence", int(lock.map_or(0, Lock::last_fence))),
-        ("waiters", int(lock.map_or(0, |l| l.waiter_count() as u64))),
-    ]))
+    Ok(fields_reply(
+        ctx,
+        vec![
+            (
+                "owner",
+                holder.map_or(RedisValue::Null, |h| {
+                    RedisValue::StringBuffer(h.token.clone())
+                }),
+            ),
+            (
+                "ttl",
+                holder.map_or(RedisValue::Integer(-1), |h| int(h.expires_at_ms - now)),
+            ),
+            ("fence", int(lock.map_or(0, Lock::last_fence))),
+            ("waiters", int(lock.map_or(0, |l| l.waiter_count() as u64))),
+        ],
+    ))
 }
 
 /// LOCK._RESTORE key version payload: the replicated and AOF form of every lock change.

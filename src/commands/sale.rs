@@ -9,9 +9,12 @@
 //! its random order seed) as `SECKILL._RESTORE`.
 
 use super::timer::{Fired, KeyTimer};
-use super::{field_array, in_db, int, now_ms, readable_value, selected_db, writable_value};
+use super::{
+    fields_reply, in_db, int, is_resp3, now_ms, readable_value, selected_db, start_array,
+    writable_value,
+};
 use crate::args::{self, ArgError};
-use crate::core::sale::{EventKind, Sale, SaleConfig, SaleError, SaleEvent, TryOutcome};
+use crate::core::sale::{BuyerRow, EventKind, Sale, SaleConfig, SaleError, SaleEvent, TryOutcome};
 use crate::persist::{SALE_TYPE, encoding, set_sale};
 use crate::{slot, stats};
 use redis_module::{
@@ -67,6 +70,10 @@ impl From<SaleError> for RedisError {
                 "ERR units would take the sale past {} units",
                 crate::core::sale::MAX_UNITS
             ),
+            SaleError::NoHolds => {
+                "ERR the sale has no holds to confirm (it was made without HOLD)".to_string()
+            }
+            SaleError::InvalidCursor => "ERR invalid cursor".to_string(),
             SaleError::Invalid(why) => format!("ERR invalid sale: {why}"),
         })
     }
@@ -144,8 +151,8 @@ fn apply(sale: &mut Sale, op: &Op, now_ms: u64) -> RedisResult {
                 }
             }
         }
-        Op::Confirm { user } => int(u64::from(sale.confirm(user, now_ms))),
-        Op::Cancel { user, qty } => int(sale.cancel(user, qty, now_ms)),
+        Op::Confirm { user } => int(u64::from(sale.confirm(user, now_ms)?)),
+        Op::Cancel { user, qty } => int(sale.cancel(user, qty, now_ms)?),
         Op::Restock { units } => int(sale.restock(units, now_ms)?),
         Op::Settle => {
             sale.settle(now_ms);
@@ -455,21 +462,24 @@ pub fn info(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResul
             .events
             .clone()
             .map_or(RedisValue::Null, RedisValue::StringBuffer);
-        field_array(vec![
-            ("stock", int(s.stock)),
-            ("remaining", int(s.remaining)),
-            ("sold", int(s.sold)),
-            ("buyers", int(s.buyers)),
-            ("limit", int(s.limit)),
-            ("sold_out", int(u64::from(s.sold_out))),
-            ("held", int(s.held)),
-            ("start", optional_ms(s.start_ms)),
-            ("end", optional_ms(s.end_ms)),
-            ("hold", optional_ms(s.hold_ms)),
-            ("restocked", int(s.restocked)),
-            ("refunded", int(s.refunded)),
-            ("events", events),
-        ])
+        fields_reply(
+            ctx,
+            vec![
+                ("stock", int(s.stock)),
+                ("remaining", int(s.remaining)),
+                ("sold", int(s.sold)),
+                ("buyers", int(s.buyers)),
+                ("limit", int(s.limit)),
+                ("sold_out", RedisValue::Bool(s.sold_out)),
+                ("held", int(s.held)),
+                ("start", optional_ms(s.start_ms)),
+                ("end", optional_ms(s.end_ms)),
+                ("hold", optional_ms(s.hold_ms)),
+                ("restocked", int(s.restocked)),
+                ("refunded", int(s.refunded)),
+                ("events", events),
+            ],
+        )
     })
 }
 
@@ -479,26 +489,36 @@ pub fn bought(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisRes
     read_sale(ctx, key_name, |sale, now| int(sale.bought(user, now)))
 }
 
-/// SECKILL.BUYERS key cursor [COUNT n]
+/// SECKILL.BUYERS key cursor [COUNT n]: under RESP2 the rows are one flat
+/// `[user, qty, state, ...]` array, under RESP3 one map per row.
 pub fn buyers(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
     let (cursor, count) = args::buyers(rest)?;
+    let resp3 = is_resp3(ctx);
     read_sale(ctx, key_name, |sale, now| {
-        let (next, page) = sale.scan(cursor, count, now);
-        let items = page
-            .into_iter()
-            .flat_map(|(user, qty, state)| {
-                [
-                    RedisValue::StringBuffer(user.to_vec()),
-                    int(qty),
-                    RedisValue::BulkString(state.name().to_string()),
-                ]
-            })
-            .collect();
-        RedisValue::Array(vec![
-            RedisValue::BulkString(next.to_string()),
-            RedisValue::Array(items),
-        ])
-    })
+        let (next, page) = sale.scan(cursor, count, now)?;
+        let row = |(user, qty, state): BuyerRow| {
+            [
+                ("user", RedisValue::StringBuffer(user.to_vec())),
+                ("qty", int(qty)),
+                ("state", RedisValue::BulkString(state.name().to_string())),
+            ]
+        };
+        let next = RedisValue::BulkString(next.to_string());
+        if !resp3 {
+            let items = page
+                .into_iter()
+                .flat_map(|r| row(r).map(|(_, value)| value))
+                .collect();
+            return Ok(RedisValue::Array(vec![next, RedisValue::Array(items)]));
+        }
+        start_array(ctx, 2);
+        ctx.reply(Ok(next));
+        start_array(ctx, page.len());
+        for r in page {
+            fields_reply(ctx, row(r).into());
+        }
+        Ok(RedisValue::NoReply)
+    })?
 }
 
 /// SECKILL._RESTORE key version payload: INIT's replicated form, and AOF rewrite's.

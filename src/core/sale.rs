@@ -24,6 +24,10 @@ pub enum SaleError {
     QtyOutOfRange { limit: u64 },
     /// A restock would take the sale's units past `MAX_UNITS`.
     TooMuchStock,
+    /// CONFIRM on a sale made without HOLD, where nothing is ever held.
+    NoHolds,
+    /// A BUYERS cursor that no scan of this sale returned.
+    InvalidCursor,
     /// Bad settings, or a restored sale that breaks the invariants.
     Invalid(&'static str),
 }
@@ -395,14 +399,20 @@ impl Sale {
     }
 
     /// Makes the user's live hold final: `false` if there was none (never held, already
-    /// final, or expired).
-    pub fn confirm(&mut self, user: &[u8], now_ms: u64) -> bool {
+    /// final, or expired); an error for a sale without HOLD, where there never is one.
+    pub fn confirm(&mut self, user: &[u8], now_ms: u64) -> Result<bool, SaleError> {
+        if user.is_empty() {
+            return Err(SaleError::EmptyUser);
+        }
+        if self.config.hold_ms.is_none() {
+            return Err(SaleError::NoHolds);
+        }
         self.settle(now_ms);
         let Some((slot, mut entry)) = self.buyers.find(user) else {
-            return false;
+            return Ok(false);
         };
         if entry.held_qty == 0 {
-            return false;
+            return Ok(false);
         }
         self.holds.remove(&(entry.expires_at_ms, slot));
         let qty = entry.held_qty;
@@ -412,19 +422,25 @@ impl Sale {
         self.held -= qty;
         self.sold += qty;
         self.record(EventKind::Confirm, Some(slot), qty, entry.order);
-        true
+        Ok(true)
     }
 
     /// Returns up to `qty` (default: all) of the user's units to stock, held ones first, then
-    /// final ones (a refund). Replies the units returned.
-    pub fn cancel(&mut self, user: &[u8], qty: Option<u64>, now_ms: u64) -> u64 {
+    /// final ones (a refund). Replies the units returned. `qty` must be in 1..=limit, as for
+    /// a purchase: nobody owns more.
+    pub fn cancel(&mut self, user: &[u8], qty: Option<u64>, now_ms: u64) -> Result<u64, SaleError> {
+        if let Some(qty) = qty {
+            self.check_request(user, qty)?;
+        } else if user.is_empty() {
+            return Err(SaleError::EmptyUser);
+        }
         self.settle(now_ms);
         let Some((slot, mut entry)) = self.buyers.find(user) else {
-            return 0;
+            return Ok(0);
         };
         let returned = qty.map_or(entry.units(), |qty| qty.min(entry.units()));
         if returned == 0 {
-            return 0;
+            return Ok(0);
         }
         let from_hold = returned.min(entry.held_qty);
         let refunded = returned - from_hold;
@@ -439,7 +455,7 @@ impl Sale {
         self.totals.refunded += refunded;
         self.remaining += returned;
         self.record(EventKind::Cancel, Some(slot), returned, entry.order);
-        returned
+        Ok(returned)
     }
 
     /// Adds `units` to the sale; replies the units remaining.
@@ -502,13 +518,22 @@ impl Sale {
 
     /// Up to `count` buyers from cursor `cursor` (0 starts), as of `now_ms`, and the cursor to
     /// continue from (0 when done). At most `10 * count` records are examined per call, as
-    /// SCAN may return fewer than asked.
-    pub fn scan(&self, cursor: u64, count: u64, now_ms: u64) -> (u64, Vec<BuyerRow<'_>>) {
+    /// SCAN may return fewer than asked. A cursor is a record number, so one past the last
+    /// record is one that no scan returned.
+    pub fn scan(
+        &self,
+        cursor: u64,
+        count: u64,
+        now_ms: u64,
+    ) -> Result<(u64, Vec<BuyerRow<'_>>), SaleError> {
+        if cursor != 0 && cursor >= self.buyers.records() {
+            return Err(SaleError::InvalidCursor);
+        }
         let budget = count.saturating_mul(10);
         let mut found = Vec::new();
         for (next, (_, user, entry)) in (cursor..).zip(self.buyers.iter_from(cursor)) {
             if found.len() as u64 == count || next - cursor == budget {
-                return (next, found);
+                return Ok((next, found));
             }
             let entry = Sale::entry_at(entry, now_ms);
             if entry.units() > 0 {
@@ -520,7 +545,7 @@ impl Sale {
                 found.push((user, entry.units(), state));
             }
         }
-        (0, found)
+        Ok((0, found))
     }
 
     /// Heap plus inline bytes, for MEMORY USAGE.
@@ -768,7 +793,7 @@ mod tests {
                 (EventKind::Purchase, 1, 0)
             ]
         );
-        assert!(!sale.confirm(b"a", T0 + 101), "expired");
+        assert!(!sale.confirm(b"a", T0 + 101).unwrap(), "expired");
         assert_eq!(sale.try_buy(b"a", 1, T0 + 101), Ok(TryOutcome::SoldOut));
         assert_invariants(&sale);
     }
@@ -776,10 +801,10 @@ mod tests {
     #[test]
     fn confirm_makes_a_hold_final_once() {
         let mut sale = held(5, 2, 100);
-        assert!(!sale.confirm(b"a", T0), "never held");
+        assert!(!sale.confirm(b"a", T0).unwrap(), "never held");
         sale.try_buy(b"a", 1, T0).unwrap();
-        assert!(sale.confirm(b"a", T0 + 99));
-        assert!(!sale.confirm(b"a", T0 + 99), "already final");
+        assert!(sale.confirm(b"a", T0 + 99).unwrap());
+        assert!(!sale.confirm(b"a", T0 + 99).unwrap(), "already final");
         assert_eq!(sale.next_expiry(), None);
         sale.settle(T0 + 1_000_000);
         assert_eq!(
@@ -790,6 +815,14 @@ mod tests {
         let s = sale.summary(T0 + 1_000_000);
         assert_eq!((s.sold, s.held, s.remaining), (1, 0, 4));
         assert_invariants(&sale);
+        assert_eq!(sale.confirm(b"", T0), Err(SaleError::EmptyUser));
+        let mut no_holds = plain(5, 1);
+        no_holds.try_buy(b"a", 1, T0).unwrap();
+        assert_eq!(no_holds.confirm(b"a", T0), Err(SaleError::NoHolds));
+        assert!(
+            no_holds.events().len() == 1,
+            "the refused confirm recorded nothing"
+        );
     }
 
     #[test]
@@ -816,15 +849,15 @@ mod tests {
     fn a_user_may_hold_and_own_final_units_at_once() {
         let mut sale = held(5, 3, 100);
         sale.try_buy(b"a", 1, T0).unwrap();
-        assert!(sale.confirm(b"a", T0));
+        assert!(sale.confirm(b"a", T0).unwrap());
         sale.try_buy(b"a", 2, T0 + 10).unwrap();
         assert_eq!(
-            sale.scan(0, 10, T0 + 10).1,
+            sale.scan(0, 10, T0 + 10).unwrap().1,
             vec![(&b"a"[..], 3, BuyerState::Held)]
         );
         sale.settle(T0 + 110);
         assert_eq!(
-            sale.scan(0, 10, T0 + 110).1,
+            sale.scan(0, 10, T0 + 110).unwrap().1,
             vec![(&b"a"[..], 1, BuyerState::Final)]
         );
         assert_invariants(&sale);
@@ -833,22 +866,28 @@ mod tests {
     #[test]
     fn cancel_takes_held_units_first_then_refunds() {
         let mut sale = held(10, 5, 100);
-        assert_eq!(sale.cancel(b"nobody", None, T0), 0);
+        assert_eq!(sale.cancel(b"nobody", None, T0).unwrap(), 0);
         sale.try_buy(b"a", 2, T0).unwrap();
-        assert!(sale.confirm(b"a", T0));
+        assert!(sale.confirm(b"a", T0).unwrap());
         sale.try_buy(b"a", 2, T0).unwrap();
-        assert_eq!(sale.cancel(b"a", Some(1), T0), 1);
+        assert_eq!(sale.cancel(b"a", Some(1), T0).unwrap(), 1);
         assert_eq!((sale.held, sale.sold, sale.totals.refunded), (1, 2, 0));
         assert_eq!(sale.next_expiry(), Some(T0 + 100), "one held unit left");
-        assert_eq!(sale.cancel(b"a", Some(2), T0), 2);
+        assert_eq!(sale.cancel(b"a", Some(2), T0).unwrap(), 2);
         assert_eq!((sale.held, sale.sold, sale.totals.refunded), (0, 1, 1));
         assert_eq!(sale.next_expiry(), None);
         assert_eq!(
-            sale.cancel(b"a", Some(99), T0),
+            sale.cancel(b"a", Some(5), T0).unwrap(),
             1,
             "capped at what is owned"
         );
-        assert_eq!(sale.cancel(b"a", None, T0), 0);
+        assert_eq!(
+            sale.cancel(b"a", Some(6), T0),
+            Err(SaleError::QtyOutOfRange { limit: 5 }),
+            "nobody owns more than LIMIT"
+        );
+        assert_eq!(sale.cancel(b"", None, T0), Err(SaleError::EmptyUser));
+        assert_eq!(sale.cancel(b"a", None, T0).unwrap(), 0);
         assert_eq!(sale.buyers().len(), 0);
         assert_eq!(sale.remaining(), 10);
         assert_invariants(&sale);
@@ -859,7 +898,7 @@ mod tests {
         let mut sale = plain(1, 1);
         sale.try_buy(b"a", 1, T0).unwrap();
         assert!(sale.summary(T0).sold_out);
-        assert_eq!(sale.cancel(b"a", None, T0), 1);
+        assert_eq!(sale.cancel(b"a", None, T0).unwrap(), 1);
         assert!(!sale.summary(T0).sold_out);
         assert_eq!(sale.summary(T0).refunded, 1);
         assert_eq!(
@@ -935,14 +974,14 @@ mod tests {
         let mut cursor = 0;
         let mut step = 0;
         loop {
-            let (next, page) = sale.scan(cursor, 7, T0);
+            let (next, page) = sale.scan(cursor, 7, T0).unwrap();
             seen.extend(page.iter().map(|(u, _, _)| u.to_vec()));
             // Changes during the scan: newcomers, and a cancel of someone not yet visited.
             step += 1;
             sale.try_buy(format!("new{step}").as_bytes(), 1, T0)
                 .unwrap();
             if step == 3 {
-                sale.cancel(b"u150", None, T0);
+                sale.cancel(b"u150", None, T0).unwrap();
             }
             if next == 0 {
                 break;
@@ -962,15 +1001,24 @@ mod tests {
         for i in 0..50 {
             let user = format!("u{i}");
             sale.try_buy(user.as_bytes(), 1, T0).unwrap();
-            sale.cancel(user.as_bytes(), None, T0);
+            sale.cancel(user.as_bytes(), None, T0).unwrap();
         }
         sale.try_buy(b"last", 1, T0).unwrap();
-        assert_eq!(sale.scan(0, 2, T0), (20, vec![]));
+        assert_eq!(sale.scan(0, 2, T0).unwrap(), (20, vec![]));
         assert_eq!(
-            sale.scan(40, 2, T0),
+            sale.scan(40, 2, T0).unwrap(),
             (0, vec![(&b"last"[..], 1, BuyerState::Final)])
         );
-        assert_eq!(sale.scan(1_000, 2, T0), (0, vec![]));
+        // Cursors are record numbers: 51 records, so 50 is the last valid one.
+        assert_eq!(
+            sale.scan(50, 2, T0).unwrap(),
+            (0, vec![(&b"last"[..], 1, BuyerState::Final)])
+        );
+        for cursor in [51, 1_000, u64::MAX / 2, u64::MAX - 1, u64::MAX] {
+            assert_eq!(sale.scan(cursor, 2, T0), Err(SaleError::InvalidCursor));
+        }
+        assert_eq!(plain(1, 1).scan(0, 10, T0).unwrap(), (0, vec![]));
+        assert_eq!(plain(1, 1).scan(1, 10, T0), Err(SaleError::InvalidCursor));
     }
 
     #[test]

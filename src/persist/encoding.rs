@@ -265,9 +265,9 @@ mod tests {
                 Ok(TryOutcome::Bought { .. })
             ));
         }
-        assert!(sale.confirm(b"bob", T0 + 1));
-        assert_eq!(sale.cancel(b"bob", Some(1), T0 + 2), 1);
-        assert_eq!(sale.cancel(b"gone", None, T0 + 2), 1);
+        assert!(sale.confirm(b"bob", T0 + 1).unwrap());
+        assert_eq!(sale.cancel(b"bob", Some(1), T0 + 2).unwrap(), 1);
+        assert_eq!(sale.cancel(b"gone", None, T0 + 2).unwrap(), 1);
         sale.restock(5, T0 + 3).unwrap();
         sale.clear_events();
         sale
