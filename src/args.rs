@@ -1,6 +1,7 @@
 //! Argument parsing for every command, on plain byte slices so it is unit-tested without Redis.
 //! Each parser takes the arguments after the key.
 
+use crate::core::escrow::MAX_TRANSFER_ID;
 use crate::core::sale::MAX_UNITS;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -201,6 +202,54 @@ pub fn buyers(rest: &[&[u8]]) -> ArgResult<(u64, u64)> {
         _ => Err(unknown_option(name.as_bytes())),
     })?;
     Ok((cursor, count))
+}
+
+/// A transfer id: 1 to `MAX_TRANSFER_ID` bytes, binary-safe.
+pub fn transfer_id(raw: &[u8]) -> ArgResult<&[u8]> {
+    if raw.is_empty() || raw.len() > MAX_TRANSFER_ID {
+        return Err(ArgError::Invalid(format!(
+            "ERR transfer id must be 1 to {MAX_TRANSFER_ID} bytes"
+        )));
+    }
+    Ok(raw)
+}
+
+/// A transfer between this sale key and another one (`peer`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TransferArgs<'a> {
+    pub id: &'a [u8],
+    pub units: u64,
+    pub peer: &'a [u8],
+}
+
+/// `id n TO dst` (LEND, `keyword` TO) or `id n FROM src` (ABSORB, FROM), after the sale's
+/// `key`, which the other key must not be.
+pub fn transfer<'a>(rest: &[&'a [u8]], key: &[u8], keyword: &str) -> ArgResult<TransferArgs<'a>> {
+    let [id, units, word, peer] = rest else {
+        return Err(ArgError::Arity);
+    };
+    if !word.eq_ignore_ascii_case(keyword.as_bytes()) {
+        return Err(syntax_error());
+    }
+    let parsed = TransferArgs {
+        id: transfer_id(id)?,
+        units: integer(units, "n", 1, MAX_UNITS)?,
+        peer: identifier(peer, "the other sale key")?,
+    };
+    if parsed.peer == key {
+        return Err(ArgError::Invalid(
+            "ERR a transfer needs two different sale keys".to_string(),
+        ));
+    }
+    Ok(parsed)
+}
+
+/// `SECKILL.SETTLE key id`
+pub fn settle<'a>(rest: &[&'a [u8]]) -> ArgResult<&'a [u8]> {
+    match rest {
+        [id] => transfer_id(id),
+        _ => Err(ArgError::Arity),
+    }
 }
 
 /// A sale command as its master ran it.
@@ -506,6 +555,52 @@ mod tests {
         assert_eq!(user_only(&[]), Err(ArgError::Arity));
         assert_eq!(key_only(&[]), Ok(()));
         assert_eq!(key_only(&[b"x"]), Err(ArgError::Arity));
+    }
+
+    #[test]
+    fn transfer_commands() {
+        let lend: [&[u8]; 4] = [b"t1", b"5", b"to", b"{b}"];
+        assert_eq!(
+            transfer(&lend, b"{a}", "TO"),
+            Ok(TransferArgs {
+                id: b"t1",
+                units: 5,
+                peer: b"{b}"
+            })
+        );
+        assert_eq!(
+            transfer(&lend, b"{a}", "FROM"),
+            Err(invalid("ERR syntax error"))
+        );
+        assert_eq!(
+            transfer(&lend, b"{b}", "TO"),
+            Err(invalid("ERR a transfer needs two different sale keys"))
+        );
+        assert_eq!(transfer(&lend[..3], b"{a}", "TO"), Err(ArgError::Arity));
+        let long = [b'x'; MAX_TRANSFER_ID + 1];
+        for (args, message) in [
+            (
+                [&long[..], b"5", b"TO", b"{b}"],
+                "ERR transfer id must be 1 to 128 bytes",
+            ),
+            (
+                [b"", b"5", b"TO", b"{b}"],
+                "ERR transfer id must be 1 to 128 bytes",
+            ),
+            (
+                [b"t", b"0", b"TO", b"{b}"],
+                "ERR n must be an integer between 1 and 9223372036854775807",
+            ),
+            (
+                [b"t", b"1", b"TO", b""],
+                "ERR the other sale key must not be empty",
+            ),
+        ] {
+            assert_eq!(transfer(&args, b"{a}", "TO"), Err(invalid(message)));
+        }
+        assert!(transfer_id(&long[..MAX_TRANSFER_ID]).is_ok());
+        assert_eq!(settle(&[b"t"]), Ok(&b"t"[..]));
+        assert_eq!(settle(&[]), Err(ArgError::Arity));
     }
 
     #[test]

@@ -51,6 +51,8 @@ pub static EXPIRIES: Counter = Counter::new();
 pub static CANCELS: Counter = Counter::new();
 pub static RESTOCKS: Counter = Counter::new();
 pub static EVENTS_FAILED: Counter = Counter::new();
+pub static LENDS: Counter = Counter::new();
+pub static ABSORBS: Counter = Counter::new();
 pub static SALES: Gauge = Gauge::new();
 
 pub static LOCKS: Gauge = Gauge::new();
@@ -87,5 +89,7 @@ pub fn fields(lock_waiting_clients: usize) -> Vec<(&'static str, i64)> {
         ("lock_expired", c(&LOCK_EXPIRED)),
         ("lock_waiting_clients", lock_waiting_clients as i64),
         ("timers", TIMERS.get()),
+        ("lends", c(&LENDS)),
+        ("absorbs", c(&ABSORBS)),
     ]
 }

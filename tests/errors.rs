@@ -114,6 +114,18 @@ fn integer_args() -> Vec<IntegerArg> {
             None,
         ),
         arg(
+            "SECKILL.LEND {s} t {} TO other",
+            "ERR n must be an integer between 1 and 9223372036854775807",
+            false,
+            None,
+        ),
+        arg(
+            "SECKILL.ABSORB {s} t {} FROM other",
+            "ERR n must be an integer between 1 and 9223372036854775807",
+            false,
+            None,
+        ),
+        arg(
             "LOCK.ACQUIRE l other {}",
             "ERR ttl_ms must be an integer between 1 and 9223372036854775807",
             false,
@@ -152,6 +164,21 @@ fn other_cases() -> Vec<(&'static str, &'static str)> {
             "SECKILL.INIT new 5 EVENTS ''",
             "ERR EVENTS stream must not be empty",
         ),
+        (
+            "SECKILL.LEND {s} '' 1 TO other",
+            "ERR transfer id must be 1 to 128 bytes",
+        ),
+        (
+            "SECKILL.SETTLE {s} ''",
+            "ERR transfer id must be 1 to 128 bytes",
+        ),
+        (
+            "SECKILL.LEND {s} t 1 TO {s}",
+            "ERR a transfer needs two different sale keys",
+        ),
+        ("SECKILL.LEND {s} t 1 FROM other", "ERR syntax error"),
+        ("SECKILL.SETTLE {s}", arity("seckill.settle")),
+        ("SECKILL.TRANSFERS {s} x", arity("seckill.transfers")),
         ("SECKILL.INIT new 5 LIMIT", "ERR LIMIT needs a value"),
         ("SECKILL.INIT new 5 HOLD", "ERR HOLD needs a value"),
         ("SECKILL.INIT new 5 EVENTS", "ERR EVENTS needs a value"),

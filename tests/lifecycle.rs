@@ -4,78 +4,13 @@
 mod common;
 
 use common::{
-    Server, error, field, fields, info_counter, int, ok, replicate, wait_replicas, wait_until,
+    Server, StreamsReply, dump, error, field, fields, info_counter, int, next_event, ok,
+    parse_entries, replicate, rewrite_aof, server_now_ms, stream, wait_replicas, wait_until,
 };
 use redis::Value;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
-
-/// One stream entry: its ID and its fields.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Event {
-    id: String,
-    fields: HashMap<String, String>,
-}
-
-impl Event {
-    fn get(&self, name: &str) -> &str {
-        self.fields.get(name).map_or("", String::as_str)
-    }
-}
-
-/// Entries as XRANGE and XREAD reply them: (id, [field, value, ...]).
-type Entries = Vec<(String, Vec<String>)>;
-/// XREAD and XREADGROUP replies: (stream, entries) per stream.
-type StreamsReply = Vec<(String, Entries)>;
-
-fn parse_entries(entries: Entries) -> Vec<Event> {
-    entries
-        .into_iter()
-        .map(|(id, flat)| Event {
-            id,
-            fields: flat
-                .chunks(2)
-                .map(|pair| (pair[0].clone(), pair[1].clone()))
-                .collect(),
-        })
-        .collect()
-}
-
-fn stream(con: &mut redis::Connection, key: &str) -> Vec<Event> {
-    let entries: Entries = redis::cmd("XRANGE")
-        .arg(key)
-        .arg("-")
-        .arg("+")
-        .query(con)
-        .unwrap();
-    parse_entries(entries)
-}
-
-/// Blocks (server side) until the stream has an entry after `after`, and returns it.
-fn next_event(con: &mut redis::Connection, key: &str, after: &str) -> Event {
-    let reply: Option<StreamsReply> = redis::cmd("XREAD")
-        .arg("COUNT")
-        .arg(1)
-        .arg("BLOCK")
-        .arg(10_000)
-        .arg("STREAMS")
-        .arg(key)
-        .arg(after)
-        .query(con)
-        .unwrap();
-    let (_, entries) = reply.expect("an entry within 10 s").remove(0);
-    parse_entries(entries).remove(0)
-}
-
-fn server_now_ms(con: &mut redis::Connection) -> u64 {
-    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(con).unwrap();
-    secs * 1000 + micros / 1000
-}
-
-fn dump(con: &mut redis::Connection, key: &str) -> Vec<u8> {
-    redis::cmd("DUMP").arg(key).query(con).unwrap()
-}
 
 /// Every buyer through the cursor, as (user, qty, state).
 fn all_buyers(con: &mut redis::Connection, key: &str, count: u64) -> Vec<(String, i64, String)> {
@@ -110,20 +45,19 @@ fn all_buyers(con: &mut redis::Connection, key: &str, count: u64) -> Vec<(String
 fn assert_invariants(con: &mut redis::Connection, key: &str) {
     let mut attempts = 0;
     let (info, (next, page)) = loop {
-        let (before, scan, after): (Vec<Value>, (String, Vec<Value>), Vec<Value>) =
-            redis::pipe()
-                .atomic()
-                .cmd("SECKILL.INFO")
-                .arg(key)
-                .cmd("SECKILL.BUYERS")
-                .arg(key)
-                .arg(0)
-                .arg("COUNT")
-                .arg(1_000_000)
-                .cmd("SECKILL.INFO")
-                .arg(key)
-                .query(con)
-                .unwrap();
+        let (before, scan, after): (Vec<Value>, (String, Vec<Value>), Vec<Value>) = redis::pipe()
+            .atomic()
+            .cmd("SECKILL.INFO")
+            .arg(key)
+            .cmd("SECKILL.BUYERS")
+            .arg(key)
+            .arg(0)
+            .arg("COUNT")
+            .arg(1_000_000)
+            .cmd("SECKILL.INFO")
+            .arg(key)
+            .query(con)
+            .unwrap();
         attempts += 1;
         if before == after {
             break (before, scan);
@@ -706,14 +640,7 @@ fn a_replica_and_an_aof_replay_match_the_master_byte_for_byte() {
     assert_eq!(stream(&mut con, "{s}:ev"), events, "AOF replay stream");
 
     // And after an AOF rewrite (the sale as one _RESTORE) and another restart.
-    let _: () = redis::cmd("BGREWRITEAOF").query(&mut con).unwrap();
-    wait_until(Duration::from_secs(20), "AOF rewrite", || {
-        let info: String = redis::cmd("INFO")
-            .arg("persistence")
-            .query(&mut con)
-            .unwrap();
-        info.contains("aof_rewrite_in_progress:0") && info.contains("aof_rewrite_scheduled:0")
-    });
+    rewrite_aof(&mut con);
     master.kill_and_restart();
     let mut con = master.con();
     assert_eq!(dump(&mut con, "{s}"), sale, "rewritten AOF sale");

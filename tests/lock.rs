@@ -477,14 +477,7 @@ fn fences_keep_growing_across_restart_aof_dump_and_copy() {
     assert!(ttl > 0 && ttl <= 60_000);
     assert_eq!(int(&mut con, &["LOCK.RELEASE", "f", "held"]), 1);
 
-    let _: () = redis::cmd("BGREWRITEAOF").query(&mut con).unwrap();
-    wait_until(Duration::from_secs(20), "AOF rewrite", || {
-        let text: String = redis::cmd("INFO")
-            .arg("persistence")
-            .query(&mut con)
-            .unwrap();
-        text.contains("aof_rewrite_in_progress:0") && text.contains("aof_rewrite_scheduled:0")
-    });
+    common::rewrite_aof(&mut con);
     server.kill_and_restart();
     let mut con = server.con();
     assert_eq!(

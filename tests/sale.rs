@@ -27,6 +27,10 @@ fn expected_info(stock: i64, remaining: i64, buyers: i64, limit: i64) -> Vec<(St
         ("restocked", 0),
         ("refunded", 0),
         ("events", -999),
+        // No transfers.
+        ("lent", 0),
+        ("absorbed", 0),
+        ("pending_out", 0),
     ]
     .iter()
     .map(|(n, v)| (n.to_string(), *v))
@@ -336,16 +340,7 @@ fn survives_debug_reload_save_restart_and_aof() {
     aof.kill_and_restart();
     let mut con = aof.con();
     assert_eq!(digest(&mut con, "s"), before, "AOF replay");
-    let _: () = redis::cmd("BGREWRITEAOF").query(&mut con).unwrap();
-    common::wait_until(std::time::Duration::from_secs(20), "AOF rewrite", || {
-        let text: String = redis::cmd("INFO")
-            .arg("persistence")
-            .query(&mut con)
-            .unwrap();
-        text.contains("aof_rewrite_in_progress:0")
-            && text.contains("aof_rewrite_scheduled:0")
-            && text.contains("aof_last_bgrewrite_status:ok")
-    });
+    common::rewrite_aof(&mut con);
     aof.kill_and_restart();
     let mut con = aof.con();
     assert_eq!(digest(&mut con, "s"), before, "AOF rewrite replay");
@@ -622,8 +617,11 @@ fn writes_publish_keyspace_notifications() {
         .arg(1000)
         .query(&mut con)
         .unwrap();
+    ok(&mut con, &["SECKILL.INIT", "t", "0"]);
+    int(&mut con, &["SECKILL.LEND", "s", "x", "2", "TO", "t"]);
+    int(&mut con, &["SECKILL.ABSORB", "t", "x", "2", "FROM", "s"]);
     let mut events = Vec::new();
-    for _ in 0..3 {
+    for _ in 0..6 {
         let msg = pubsub.get_message().unwrap();
         let key: String = msg.get_payload().unwrap();
         events.push((msg.get_channel_name().to_string(), key));
@@ -634,6 +632,9 @@ fn writes_publish_keyspace_notifications() {
             ("__keyevent@0__:seckill.init".to_string(), "s".to_string()),
             ("__keyevent@0__:seckill.try".to_string(), "s".to_string()),
             ("__keyevent@0__:lock.change".to_string(), "l".to_string()),
+            ("__keyevent@0__:seckill.init".to_string(), "t".to_string()),
+            ("__keyevent@0__:seckill.lend".to_string(), "s".to_string()),
+            ("__keyevent@0__:seckill.absorb".to_string(), "t".to_string()),
         ]
     );
 }

@@ -74,6 +74,8 @@ impl From<SaleError> for RedisError {
                 "ERR the sale has no holds to confirm (it was made without HOLD)".to_string()
             }
             SaleError::InvalidCursor => "ERR invalid cursor".to_string(),
+            SaleError::Ended => "ERR the sale has ended: its stock no longer moves".to_string(),
+            SaleError::TransferConflict(why) => format!("ERR transfer id {why}"),
             SaleError::Invalid(why) => format!("ERR invalid sale: {why}"),
         })
     }
@@ -95,11 +97,26 @@ enum Op<'a> {
     Restock {
         units: u64,
     },
+    Lend(args::TransferArgs<'a>),
+    Absorb(args::TransferArgs<'a>),
+    Settle {
+        id: &'a [u8],
+    },
     /// Expire due holds (the timer's change).
-    Settle,
+    Expire,
 }
 
-fn parse_op<'a>(command: &[u8], rest: &[&'a [u8]]) -> Result<Op<'a>, ArgError> {
+impl Op<'_> {
+    /// The transfer id and the other sale key, for a move of stock.
+    fn transfer(&self) -> Option<(&[u8], &[u8])> {
+        match self {
+            Op::Lend(t) | Op::Absorb(t) => Some((t.id, t.peer)),
+            _ => None,
+        }
+    }
+}
+
+fn parse_op<'a>(key: &[u8], command: &[u8], rest: &[&'a [u8]]) -> Result<Op<'a>, ArgError> {
     let is = |name: &str| command.eq_ignore_ascii_case(name.as_bytes());
     Ok(if is("TRY") {
         let (user, qty) = args::try_buy(rest)?;
@@ -115,9 +132,18 @@ fn parse_op<'a>(command: &[u8], rest: &[&'a [u8]]) -> Result<Op<'a>, ArgError> {
         Op::Restock {
             units: args::restock(rest)?,
         }
+    } else if is("LEND") {
+        Op::Lend(args::transfer(rest, key, "TO")?)
+    } else if is("ABSORB") {
+        Op::Absorb(args::transfer(rest, key, "FROM")?)
+    } else if is("EXPIRE") || (is("SETTLE") && rest.is_empty()) {
+        // Module 0.2 wrote the timer's change as `SETTLE` with no argument: its AOF files
+        // still replay.
+        Op::Expire
     } else if is("SETTLE") {
-        args::key_only(rest)?;
-        Op::Settle
+        Op::Settle {
+            id: args::settle(rest)?,
+        }
     } else {
         return Err(ArgError::Invalid(format!(
             "ERR unknown sale command '{}'",
@@ -154,7 +180,10 @@ fn apply(sale: &mut Sale, op: &Op, now_ms: u64) -> RedisResult {
         Op::Confirm { user } => int(u64::from(sale.confirm(user, now_ms)?)),
         Op::Cancel { user, qty } => int(sale.cancel(user, qty, now_ms)?),
         Op::Restock { units } => int(sale.restock(units, now_ms)?),
-        Op::Settle => {
+        Op::Lend(t) => int(sale.lend(t.id, t.units, t.peer, now_ms)?),
+        Op::Absorb(t) => int(u64::from(sale.absorb(t.id, t.units, t.peer, now_ms)?)),
+        Op::Settle { id } => int(u64::from(sale.settle_transfer(id)?)),
+        Op::Expire => {
             sale.settle(now_ms);
             RedisValue::Null
         }
@@ -189,6 +218,8 @@ fn notification(kind: EventKind) -> &'static str {
         EventKind::Cancel => "seckill.cancel",
         EventKind::Expire => "seckill.expire",
         EventKind::Restock => "seckill.restock",
+        EventKind::Lend => "seckill.lend",
+        EventKind::Absorb => "seckill.absorb",
     }
 }
 
@@ -204,11 +235,20 @@ fn count(event: &SaleEvent, holds: bool) {
         EventKind::Cancel => stats::CANCELS.incr(),
         EventKind::Expire => stats::EXPIRIES.incr(),
         EventKind::Restock => stats::RESTOCKS.incr(),
+        EventKind::Lend => stats::LENDS.incr(),
+        EventKind::Absorb => stats::ABSORBS.incr(),
     }
 }
 
-/// Appends one entry for `event`; Redis replicates it with the ID it chose.
-fn append_entry(ctx: &Context, stream: &RedisString, sale: &Sale, event: &SaleEvent) {
+/// Appends one entry for `event`; Redis replicates it with the ID it chose. A move of stock
+/// also names its `transfer` id and the other sale key (`peer`).
+fn append_entry(
+    ctx: &Context,
+    stream: &RedisString,
+    sale: &Sale,
+    event: &SaleEvent,
+    transfer: Option<(&[u8], &[u8])>,
+) {
     let user = event
         .slot
         .map_or(&b""[..], |slot| sale.buyers().entry(slot).0);
@@ -222,7 +262,7 @@ fn append_entry(ctx: &Context, stream: &RedisString, sale: &Sale, event: &SaleEv
         .replicate()
         .errors_as_replies()
         .build();
-    let fields: [&[u8]; 12] = [
+    let mut fields: Vec<&[u8]> = vec![
         stream.as_slice(),
         b"*",
         b"event",
@@ -236,6 +276,9 @@ fn append_entry(ctx: &Context, stream: &RedisString, sale: &Sale, event: &SaleEv
         b"remaining",
         remaining.as_bytes(),
     ];
+    if let Some((id, peer)) = transfer {
+        fields.extend([&b"transfer"[..], id, b"peer", peer]);
+    }
     let reply: CallResult = ctx.call_ext("XADD", &options, &fields[..]);
     if let Err(e) = reply {
         stats::EVENTS_FAILED.incr();
@@ -291,7 +334,7 @@ fn on_expiry_timer(ctx: &Context, fired: Fired) {
                 return;
             }
         }
-        if let Err(e) = mutate(ctx, &key_name, b"SETTLE", &[], now_ms(), Origin::Timer) {
+        if let Err(e) = mutate(ctx, &key_name, b"EXPIRE", &[], now_ms(), Origin::Timer) {
             ctx.log_warning(&format!("seckill: expiring holds failed: {e}"));
         }
     });
@@ -307,7 +350,7 @@ fn mutate(
     now_ms: u64,
     origin: Origin,
 ) -> RedisResult {
-    let op = parse_op(command, rest)?;
+    let op = parse_op(key_name.as_slice(), command, rest)?;
     let key = ctx.open_key_writable(key_name);
     let entry = writable_value::<SaleEntry>(&key, &SALE_TYPE)?.ok_or_else(no_sale)?;
     let stream = match (&entry.sale.config().events, origin) {
@@ -319,12 +362,12 @@ fn mutate(
     }
     let reply = apply(&mut entry.sale, &op, now_ms)?;
     let sale = &entry.sale;
-    if !sale.events().is_empty() {
+    if sale.changed() {
         let holds = sale.config().hold_ms.is_some();
         for event in sale.events() {
             count(event, holds);
             if let Some(stream) = &stream {
-                append_entry(ctx, stream, sale, event);
+                append_entry(ctx, stream, sale, event, op.transfer());
             }
             ctx.notify_keyspace_event(NotifyEvent::MODULE, notification(event.kind), key_name);
         }
@@ -333,10 +376,12 @@ fn mutate(
         // stream the command writes nothing else: the command itself then replays exactly,
         // and replicating it verbatim takes a third less of TRY's time than building the
         // _REPLAY form.
+        // LEND records the clock (the transfer's start), so it always replays with it.
         let self_contained = config.hold_ms.is_none()
             && config.start_ms.is_none()
             && config.end_ms.is_none()
-            && config.events.is_none();
+            && config.events.is_none()
+            && !matches!(op, Op::Lend(_));
         if origin == Origin::Replay || (self_contained && origin == Origin::Client) {
             ctx.replicate_verbatim();
         } else {
@@ -424,6 +469,43 @@ pub fn restock(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisRe
     mutate(ctx, key_name, b"RESTOCK", rest, now_ms(), Origin::Client)
 }
 
+/// SECKILL.LEND key id n TO dst
+pub fn lend(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+    mutate(ctx, key_name, b"LEND", rest, now_ms(), Origin::Client)
+}
+
+/// SECKILL.ABSORB key id n FROM src
+pub fn absorb(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+    mutate(ctx, key_name, b"ABSORB", rest, now_ms(), Origin::Client)
+}
+
+/// SECKILL.SETTLE key id
+pub fn settle(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+    // Without an id, `SETTLE` is the old replayed form of a hold expiry: not a client's call.
+    args::settle(rest)?;
+    mutate(ctx, key_name, b"SETTLE", rest, now_ms(), Origin::Client)
+}
+
+/// SECKILL.TRANSFERS key: the pending outgoing transfers as `[id, n, dst, age_ms, ...]`, so
+/// any client can finish what a crashed mover started.
+pub fn transfers(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+    args::key_only(rest)?;
+    read_sale(ctx, key_name, |sale, now| {
+        let items = sale
+            .pending_transfers()
+            .flat_map(|t| {
+                [
+                    RedisValue::StringBuffer(t.id.to_vec()),
+                    int(t.units),
+                    RedisValue::StringBuffer(t.to.to_vec()),
+                    int(now.saturating_sub(t.started_ms)),
+                ]
+            })
+            .collect();
+        RedisValue::Array(items)
+    })
+}
+
 /// SECKILL._REPLAY key now_ms COMMAND args...: a change as its master made it.
 pub fn replay(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
     let replayed = args::replay(rest)?;
@@ -478,6 +560,9 @@ pub fn info(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResul
                 ("restocked", int(s.restocked)),
                 ("refunded", int(s.refunded)),
                 ("events", events),
+                ("lent", int(s.lent)),
+                ("absorbed", int(s.absorbed)),
+                ("pending_out", int(s.pending_out)),
             ],
         )
     })

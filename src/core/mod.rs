@@ -2,5 +2,6 @@
 
 pub mod alarm;
 pub mod buyers;
+pub mod escrow;
 pub mod lock;
 pub mod sale;

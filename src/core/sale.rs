@@ -11,6 +11,7 @@
 //! owned (refunds take them out), and no user owns more than `limit` units.
 
 use super::buyers::{Buyers, Entry, Layout, Slot};
+use super::escrow::{Ledger, Leg, MAX_TRANSFER_ID, Pending, Transfer};
 use std::collections::BTreeSet;
 
 /// Largest stock, limit or quantity: Redis integers are signed 64-bit.
@@ -28,6 +29,10 @@ pub enum SaleError {
     NoHolds,
     /// A BUYERS cursor that no scan of this sale returned.
     InvalidCursor,
+    /// LEND or ABSORB at or after the sale's END: its transfer ids are being forgotten.
+    Ended,
+    /// A transfer id reused for another transfer.
+    TransferConflict(&'static str),
     /// Bad settings, or a restored sale that breaks the invariants.
     Invalid(&'static str),
 }
@@ -68,6 +73,10 @@ pub enum EventKind {
     Cancel,
     Expire,
     Restock,
+    /// Units lent to another sale key.
+    Lend,
+    /// Units absorbed from another sale key.
+    Absorb,
 }
 
 impl EventKind {
@@ -78,6 +87,8 @@ impl EventKind {
             EventKind::Cancel => "cancel",
             EventKind::Expire => "expire",
             EventKind::Restock => "restock",
+            EventKind::Lend => "lend",
+            EventKind::Absorb => "absorb",
         }
     }
 }
@@ -130,6 +141,11 @@ pub struct SaleSummary {
     pub hold_ms: Option<u64>,
     pub restocked: u64,
     pub refunded: u64,
+    /// Units ever lent to other sale keys, and absorbed from them.
+    pub lent: u64,
+    pub absorbed: u64,
+    /// Units of outgoing transfers not yet settled.
+    pub pending_out: u64,
 }
 
 /// The persisted counters of a sale, besides its config and buyers.
@@ -152,8 +168,13 @@ pub struct Sale {
     buyers: Buyers,
     /// Live holds by expiry.
     holds: BTreeSet<(u64, Slot)>,
+    /// Stock moved to and from other sale keys.
+    ledger: Ledger,
     /// Changes not yet taken by the command layer.
     events: Vec<SaleEvent>,
+    /// Whether anything changed since the last `clear_events`, with or without an event (a
+    /// settled transfer, forgotten transfer ids): what the command layer replicates.
+    changed: bool,
 }
 
 /// A bijection on 62-bit integers, so distinct order numbers give distinct UUIDs.
@@ -198,7 +219,9 @@ impl Sale {
             sold: 0,
             buyers: Buyers::new(layout),
             holds: BTreeSet::new(),
+            ledger: Ledger::default(),
             events: Vec::new(),
+            changed: false,
             totals: SaleTotals {
                 seed,
                 ..SaleTotals::default()
@@ -211,16 +234,16 @@ impl Sale {
     pub fn restore<'a>(
         config: SaleConfig,
         totals: SaleTotals,
+        ledger: Ledger,
         record_count: usize,
         records: impl Iterator<Item = (&'a [u8], Entry)>,
     ) -> Result<Sale, SaleError> {
         let mut sale = Sale::new(config, totals.seed)?;
         sale.totals = totals;
+        sale.ledger = ledger;
         let supply = sale
-            .config
-            .stock
-            .checked_add(totals.restocked)
-            .filter(|&units| units <= MAX_UNITS)
+            .units_added(0)
+            .and_then(|added| added.checked_sub(sale.ledger.lent()))
             .ok_or(SaleError::Invalid("stock out of range"))?;
         let mut owned = 0u64;
         sale.buyers.reserve(record_count, 0);
@@ -255,6 +278,25 @@ impl Sale {
 
     pub fn config(&self) -> &SaleConfig {
         &self.config
+    }
+
+    /// Every unit that ever came into the sale (stock, restocks, absorbed transfers) plus
+    /// `more`, if that stays within `MAX_UNITS`.
+    fn units_added(&self, more: u64) -> Option<u64> {
+        self.config
+            .stock
+            .checked_add(self.totals.restocked)?
+            .checked_add(self.ledger.absorbed())?
+            .checked_add(more)
+            .filter(|&units| units <= MAX_UNITS)
+    }
+
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    fn has_ended(&self, now_ms: u64) -> bool {
+        self.config.end_ms.is_some_and(|end| now_ms >= end)
     }
 
     pub fn totals(&self) -> &SaleTotals {
@@ -309,6 +351,7 @@ impl Sale {
     }
 
     fn record(&mut self, kind: EventKind, slot: Option<Slot>, qty: u64, order: u64) {
+        self.changed = true;
         self.events.push(SaleEvent {
             kind,
             slot,
@@ -323,12 +366,22 @@ impl Sale {
         &self.events
     }
 
-    pub fn clear_events(&mut self) {
-        self.events.clear();
+    /// Whether the sale changed since the last [`Sale::clear_events`].
+    pub fn changed(&self) -> bool {
+        self.changed
     }
 
-    /// Returns the units of every hold due at `now_ms` to stock.
+    pub fn clear_events(&mut self) {
+        self.events.clear();
+        self.changed = false;
+    }
+
+    /// Returns the units of every hold due at `now_ms` to stock; once the sale has ended,
+    /// forgets its finished transfers (none can be lent or absorbed again).
     pub fn settle(&mut self, now_ms: u64) {
+        if self.has_ended(now_ms) && self.ledger.len() > self.ledger.pending().count() {
+            self.changed |= self.ledger.forget_finished();
+        }
         while let Some(&(at, slot)) = self.holds.first()
             && at <= now_ms
         {
@@ -461,8 +514,7 @@ impl Sale {
     /// Adds `units` to the sale; replies the units remaining.
     pub fn restock(&mut self, units: u64, now_ms: u64) -> Result<u64, SaleError> {
         // Checked before anything changes, so a refused restock leaves the sale as it was.
-        let supply = self.config.stock + self.totals.restocked;
-        if units == 0 || supply.checked_add(units).is_none_or(|s| s > MAX_UNITS) {
+        if units == 0 || self.units_added(units).is_none() {
             return Err(SaleError::TooMuchStock);
         }
         self.settle(now_ms);
@@ -470,6 +522,117 @@ impl Sale {
         self.remaining += units;
         self.record(EventKind::Restock, None, units, 0);
         Ok(self.remaining)
+    }
+
+    fn check_transfer_id(id: &[u8]) -> Result<(), SaleError> {
+        if id.is_empty() || id.len() > MAX_TRANSFER_ID {
+            return Err(SaleError::Invalid("transfer id out of range"));
+        }
+        Ok(())
+    }
+
+    /// Moves up to `units` of the remaining stock (never held or sold units) out of the sale
+    /// to the sale key `to`, under transfer `id`; replies the units lent. The same id again
+    /// replies the same amount and moves nothing.
+    pub fn lend(
+        &mut self,
+        id: &[u8],
+        units: u64,
+        to: &[u8],
+        now_ms: u64,
+    ) -> Result<u64, SaleError> {
+        Sale::check_transfer_id(id)?;
+        if units == 0 || units > MAX_UNITS || to.is_empty() {
+            return Err(SaleError::Invalid("lend out of range"));
+        }
+        if let Some(known) = self.ledger.get(id) {
+            return match &known.leg {
+                Leg::Out { to: recorded, .. } if recorded.as_slice() != to => Err(
+                    SaleError::TransferConflict("already lent to another sale key"),
+                ),
+                Leg::Out { .. } | Leg::Settled => Ok(known.units),
+                Leg::In { .. } => Err(SaleError::TransferConflict("already absorbed here")),
+            };
+        }
+        if self.has_ended(now_ms) {
+            return Err(SaleError::Ended);
+        }
+        self.settle(now_ms);
+        let lent = units.min(self.remaining);
+        self.remaining -= lent;
+        self.ledger.insert(
+            id,
+            Transfer {
+                units: lent,
+                leg: Leg::Out {
+                    to: to.to_vec(),
+                    started_ms: now_ms,
+                },
+            },
+        );
+        self.record(EventKind::Lend, None, lent, 0);
+        Ok(lent)
+    }
+
+    /// Adds the `units` of transfer `id` from the sale key `from` to the remaining stock:
+    /// `true` when added, `false` when this id was absorbed before.
+    pub fn absorb(
+        &mut self,
+        id: &[u8],
+        units: u64,
+        from: &[u8],
+        now_ms: u64,
+    ) -> Result<bool, SaleError> {
+        Sale::check_transfer_id(id)?;
+        if units == 0 || units > MAX_UNITS || from.is_empty() {
+            return Err(SaleError::Invalid("absorb out of range"));
+        }
+        if let Some(known) = self.ledger.get(id) {
+            return match &known.leg {
+                Leg::In { from: recorded } if recorded.as_slice() != from => Err(
+                    SaleError::TransferConflict("already absorbed from another sale key"),
+                ),
+                Leg::In { .. } if known.units != units => Err(SaleError::TransferConflict(
+                    "already absorbed with another n",
+                )),
+                Leg::In { .. } => Ok(false),
+                Leg::Out { .. } | Leg::Settled => {
+                    Err(SaleError::TransferConflict("already lent from here"))
+                }
+            };
+        }
+        if self.has_ended(now_ms) {
+            return Err(SaleError::Ended);
+        }
+        if self.units_added(units).is_none() {
+            return Err(SaleError::TooMuchStock);
+        }
+        self.settle(now_ms);
+        self.remaining += units;
+        self.ledger.insert(
+            id,
+            Transfer {
+                units,
+                leg: Leg::In {
+                    from: from.to_vec(),
+                },
+            },
+        );
+        self.record(EventKind::Absorb, None, units, 0);
+        Ok(true)
+    }
+
+    /// Marks outgoing transfer `id` settled: `true` if it was pending.
+    pub fn settle_transfer(&mut self, id: &[u8]) -> Result<bool, SaleError> {
+        Sale::check_transfer_id(id)?;
+        let settled = self.ledger.settle(id);
+        self.changed |= settled;
+        Ok(settled)
+    }
+
+    /// Outgoing transfers not yet settled.
+    pub fn pending_transfers(&self) -> impl Iterator<Item = Pending<'_>> {
+        self.ledger.pending()
     }
 
     /// `entry` as of `now_ms`: a hold that is due counts as gone even before `settle` runs,
@@ -513,6 +676,9 @@ impl Sale {
             hold_ms: self.config.hold_ms,
             restocked: self.totals.restocked,
             refunded: self.totals.refunded,
+            lent: self.ledger.lent(),
+            absorbed: self.ledger.absorbed(),
+            pending_out: self.ledger.pending_units(),
         }
     }
 
@@ -554,6 +720,7 @@ impl Sale {
         std::mem::size_of::<Sale>()
             + self.buyers.heap_bytes()
             + self.holds.len() * 32
+            + self.ledger.heap_bytes()
             + self.config.events.as_ref().map_or(0, Vec::capacity)
             + self.events.capacity() * std::mem::size_of::<SaleEvent>()
     }
@@ -562,6 +729,7 @@ impl Sale {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::escrow::MAX_TRANSFER_ID;
 
     const T0: u64 = 1_700_000_000_000;
 
@@ -602,7 +770,7 @@ mod tests {
         assert_eq!(live, sale.buyers().len() as u64);
         assert_eq!(
             sale.remaining + sale.held + sale.sold,
-            sale.config.stock + sale.totals.restocked
+            sale.config.stock + sale.totals.restocked + sale.ledger.absorbed() - sale.ledger.lent()
         );
         let holding = sale
             .buyers()
@@ -1030,7 +1198,8 @@ mod tests {
         };
         let totals = SaleTotals::default();
         let ok = [(&b"a"[..], entry(1, 0)), (&b"b"[..], entry(2, 0))];
-        let sale = Sale::restore(config(5, 2), totals, 2, ok.into_iter()).unwrap();
+        let sale =
+            Sale::restore(config(5, 2), totals, Ledger::default(), 2, ok.into_iter()).unwrap();
         assert_eq!(sale.summary(T0).remaining, 2);
         assert_invariants(&sale);
 
@@ -1069,14 +1238,29 @@ mod tests {
             ),
         ];
         for (records, expected) in cases {
-            let got = Sale::restore(config(5, 2), totals, records.len(), records.iter().copied());
+            let got = Sale::restore(
+                config(5, 2),
+                totals,
+                Ledger::default(),
+                records.len(),
+                records.iter().copied(),
+            );
             assert_eq!(got.err(), Some(expected));
         }
         let too_much = SaleTotals {
             restocked: MAX_UNITS,
             ..totals
         };
-        assert!(Sale::restore(config(5, 2), too_much, 0, std::iter::empty()).is_err());
+        assert!(
+            Sale::restore(
+                config(5, 2),
+                too_much,
+                Ledger::default(),
+                0,
+                std::iter::empty()
+            )
+            .is_err()
+        );
     }
 
     #[test]
@@ -1088,5 +1272,191 @@ mod tests {
                 .unwrap();
         }
         assert!(sale.memory_bytes() > empty + 500 * 10);
+    }
+
+    #[test]
+    fn lend_moves_only_remaining_units_and_is_idempotent() {
+        let mut sale = held(5, 2, 100);
+        sale.try_buy(b"a", 2, T0).unwrap();
+        sale.clear_events();
+        assert_eq!(sale.lend(b"t1", 2, b"{b}", T0), Ok(2));
+        assert_eq!(kinds(&sale), vec![(EventKind::Lend, 2, 1)]);
+        sale.clear_events();
+        // The same id again: the same amount, nothing more moves, nothing recorded.
+        assert_eq!(sale.lend(b"t1", 5, b"{b}", T0 + 1), Ok(2));
+        assert!(!sale.changed());
+        assert_eq!(
+            sale.lend(b"t1", 2, b"{c}", T0),
+            Err(SaleError::TransferConflict(
+                "already lent to another sale key"
+            ))
+        );
+        // More than is left lends what is left; held units are never lent.
+        assert_eq!(sale.lend(b"t2", 10, b"{b}", T0), Ok(1));
+        assert_eq!(sale.remaining(), 0);
+        assert_eq!(sale.try_buy(b"c", 1, T0), Ok(TryOutcome::SoldOut));
+        assert_eq!(sale.lend(b"t3", 1, b"{b}", T0), Ok(0), "nothing left: 0");
+        assert_eq!(sale.summary(T0).pending_out, 3);
+        assert_invariants(&sale);
+        // The hold expires: its units come back and can be lent.
+        assert_eq!(sale.lend(b"t4", 9, b"{b}", T0 + 100), Ok(2));
+        assert_invariants(&sale);
+        let listed: Vec<_> = sale.pending_transfers().map(|t| (t.id, t.units)).collect();
+        assert_eq!(
+            listed,
+            vec![(&b"t1"[..], 2), (b"t2", 1), (b"t3", 0), (b"t4", 2)]
+        );
+        assert_eq!(sale.pending_transfers().next().unwrap().started_ms, T0);
+    }
+
+    #[test]
+    fn settle_then_lend_again_moves_nothing() {
+        let mut sale = plain(5, 1);
+        assert_eq!(sale.lend(b"t", 3, b"{b}", T0), Ok(3));
+        sale.clear_events();
+        assert_eq!(sale.settle_transfer(b"t"), Ok(true));
+        assert!(sale.changed(), "a settle is a change to replicate");
+        assert!(sale.events().is_empty(), "but no stream entry");
+        assert_eq!(sale.settle_transfer(b"t"), Ok(false));
+        assert_eq!(sale.settle_transfer(b"unknown"), Ok(false));
+        assert_eq!(sale.lend(b"t", 3, b"{b}", T0), Ok(3));
+        assert_eq!(sale.remaining(), 2);
+        assert_eq!(sale.pending_transfers().count(), 0);
+        assert_eq!(
+            (sale.summary(T0).lent, sale.summary(T0).pending_out),
+            (3, 0)
+        );
+        assert_eq!(
+            sale.settle_transfer(b""),
+            Err(SaleError::Invalid("transfer id out of range"))
+        );
+    }
+
+    #[test]
+    fn absorb_adds_once_and_a_sold_out_sale_sells_again() {
+        let mut sale = plain(1, 1);
+        sale.try_buy(b"a", 1, T0).unwrap();
+        assert_eq!(sale.try_buy(b"b", 1, T0), Ok(TryOutcome::SoldOut));
+        sale.clear_events();
+        assert_eq!(sale.absorb(b"t", 2, b"{a}", T0), Ok(true));
+        assert_eq!(kinds(&sale), vec![(EventKind::Absorb, 2, 2)]);
+        sale.clear_events();
+        assert_eq!(sale.absorb(b"t", 2, b"{a}", T0), Ok(false));
+        assert!(!sale.changed());
+        assert_eq!(
+            sale.absorb(b"t", 3, b"{a}", T0),
+            Err(SaleError::TransferConflict(
+                "already absorbed with another n"
+            ))
+        );
+        assert_eq!(
+            sale.absorb(b"t", 2, b"{c}", T0),
+            Err(SaleError::TransferConflict(
+                "already absorbed from another sale key"
+            ))
+        );
+        assert_eq!(
+            sale.lend(b"t", 1, b"{c}", T0),
+            Err(SaleError::TransferConflict("already absorbed here"))
+        );
+        assert_eq!(
+            sale.try_buy(b"b", 1, T0),
+            Ok(TryOutcome::Bought { remaining: 1 })
+        );
+        assert_eq!(sale.summary(T0).absorbed, 2);
+        assert_invariants(&sale);
+        sale.lend(b"out", 1, b"{c}", T0).unwrap();
+        assert_eq!(
+            sale.absorb(b"out", 1, b"{c}", T0),
+            Err(SaleError::TransferConflict("already lent from here"))
+        );
+        assert_eq!(
+            sale.settle_transfer(b"t"),
+            Ok(false),
+            "absorbed ids are not settled"
+        );
+        assert_eq!(
+            sale.absorb(b"big", MAX_UNITS, b"{c}", T0),
+            Err(SaleError::TooMuchStock)
+        );
+        for bad in [(&b""[..], 1), (b"x", 0)] {
+            assert!(sale.absorb(bad.0, bad.1, b"{c}", T0).is_err());
+            assert!(sale.lend(bad.0, bad.1, b"{c}", T0).is_err());
+        }
+        let long = vec![b'x'; MAX_TRANSFER_ID + 1];
+        assert!(sale.lend(&long, 1, b"{c}", T0).is_err());
+        assert!(sale.absorb(b"y", 1, b"", T0).is_err());
+        assert_invariants(&sale);
+    }
+
+    #[test]
+    fn after_end_no_stock_moves_and_finished_ids_are_forgotten() {
+        let mut sale = Sale::new(
+            SaleConfig {
+                end_ms: Some(T0 + 10),
+                ..config(10, 1)
+            },
+            [0; 16],
+        )
+        .unwrap();
+        sale.lend(b"pending", 2, b"{b}", T0).unwrap();
+        sale.lend(b"done", 2, b"{b}", T0).unwrap();
+        sale.settle_transfer(b"done").unwrap();
+        sale.absorb(b"in", 1, b"{c}", T0).unwrap();
+        assert_eq!(sale.ledger().len(), 3);
+        sale.clear_events();
+        assert_eq!(sale.lend(b"new", 1, b"{b}", T0 + 10), Err(SaleError::Ended));
+        assert_eq!(
+            sale.absorb(b"new", 1, b"{b}", T0 + 10),
+            Err(SaleError::Ended)
+        );
+        // A pending LEND is still answered; it stays listed so its units stay accounted.
+        assert_eq!(sale.lend(b"pending", 2, b"{b}", T0 + 10), Ok(2));
+        sale.settle(T0 + 10);
+        assert!(sale.changed(), "forgetting ids is a change to replicate");
+        assert_eq!(sale.ledger().len(), 1);
+        assert_eq!(
+            sale.absorb(b"in", 1, b"{c}", T0 + 11),
+            Err(SaleError::Ended)
+        );
+        assert_eq!(
+            sale.lend(b"done", 2, b"{b}", T0 + 11),
+            Err(SaleError::Ended)
+        );
+        let s = sale.summary(T0 + 11);
+        assert_eq!(
+            (s.lent, s.absorbed, s.pending_out, s.remaining),
+            (4, 1, 2, 7)
+        );
+        assert_invariants(&sale);
+        assert_eq!(sale.settle_transfer(b"pending"), Ok(true));
+    }
+
+    #[test]
+    fn two_sales_moving_stock_keep_the_summed_identity() {
+        let mut a = plain(10, 1);
+        let mut b = plain(0, 1);
+        let mut in_transit = 0;
+        for round in 0..20u64 {
+            let id = format!("t{round}");
+            let from = if round % 2 == 0 { &mut a } else { &mut b };
+            let lent = from.lend(id.as_bytes(), 3, b"peer", T0).unwrap();
+            in_transit += lent;
+            let sum = a.remaining() + b.remaining() + in_transit;
+            assert_eq!(sum, 10, "units in pending transfers close the sum");
+            let (from, to) = if round % 2 == 0 {
+                (&mut a, &mut b)
+            } else {
+                (&mut b, &mut a)
+            };
+            if lent > 0 {
+                assert!(to.absorb(id.as_bytes(), lent, b"peer", T0).unwrap());
+                in_transit -= lent;
+            }
+            assert!(from.settle_transfer(id.as_bytes()).unwrap());
+            assert_eq!(a.remaining() + b.remaining(), 10);
+        }
+        assert_invariants(&a);
+        assert_invariants(&b);
     }
 }

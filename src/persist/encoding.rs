@@ -6,10 +6,11 @@
 
 use crate::core::buyers::Entry;
 use crate::core::buyers::{get_varint, put_varint};
+use crate::core::escrow::{Ledger, Leg, Transfer};
 use crate::core::lock::{Holder, Lock};
 use crate::core::sale::{Sale, SaleConfig, SaleTotals};
 
-pub const SALE_VERSION: u32 = 2;
+pub const SALE_VERSION: u32 = 3;
 pub const LOCK_VERSION: u32 = 1;
 
 #[derive(Debug, PartialEq, Eq)]
@@ -53,14 +54,18 @@ fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
-/// v2: `stock limit hold_ms start_ms end_ms events seed restocked refunded orders count
-/// (user final held expires_at order)*`; integers are varints, `events` and `seed` are
-/// length-prefixed bytes, and 0 or empty means "not set". Records are in creation order, the
-/// gone ones included, so a replica loading this lays its table out as the master's.
+/// v3: `stock limit hold_ms start_ms end_ms events seed restocked refunded orders lent absorbed
+/// transfer_count (id kind units [peer started_ms])* count (user final held expires_at
+/// order)*`; integers are varints, `events`, `seed`, ids and peers are length-prefixed bytes,
+/// and 0 or empty means "not set". A transfer's kind is 0 (lent, pending: peer and start
+/// follow), 1 (lent and settled) or 2 (absorbed: the peer follows), in id order. Records are
+/// in creation order, the gone ones included, so a replica loading this lays its table out
+/// as the master's.
 pub fn encode_sale(sale: &Sale) -> Vec<u8> {
     let config = sale.config();
     let totals = sale.totals();
     let buyers = sale.buyers();
+    let ledger = sale.ledger();
     let mut out = Vec::with_capacity(64 + buyers.records() as usize * 16);
     for value in [
         config.stock,
@@ -77,10 +82,31 @@ pub fn encode_sale(sale: &Sale) -> Vec<u8> {
         totals.restocked,
         totals.refunded,
         totals.orders,
-        buyers.records(),
+        ledger.lent(),
+        ledger.absorbed(),
+        ledger.len() as u64,
     ] {
         put_varint(&mut out, value);
     }
+    for (id, transfer) in ledger.iter() {
+        put_bytes(&mut out, id);
+        let kind = match transfer.leg {
+            Leg::Out { .. } => 0,
+            Leg::Settled => 1,
+            Leg::In { .. } => 2,
+        };
+        put_varint(&mut out, kind);
+        put_varint(&mut out, transfer.units);
+        match &transfer.leg {
+            Leg::Out { to, started_ms } => {
+                put_bytes(&mut out, to);
+                put_varint(&mut out, *started_ms);
+            }
+            Leg::Settled => {}
+            Leg::In { from } => put_bytes(&mut out, from),
+        }
+    }
+    put_varint(&mut out, buyers.records());
     for (_, user, entry) in buyers.iter() {
         put_bytes(&mut out, user);
         for value in [
@@ -99,7 +125,8 @@ pub fn decode_sale(bytes: &[u8], version: u32) -> Decoded<Sale> {
     let mut reader = Reader { bytes, pos: 0 };
     match version {
         1 => decode_sale_v1(&mut reader),
-        2 => decode_sale_v2(&mut reader),
+        2 => decode_sale_v2_or_v3(&mut reader, false),
+        3 => decode_sale_v2_or_v3(&mut reader, true),
         _ => Err(DecodeError("unknown sale encoding version")),
     }
 }
@@ -113,8 +140,13 @@ fn check_count(reader: &Reader, count: u64, min_record_bytes: usize) -> Decoded<
     Ok(count as usize)
 }
 
-fn restored(config: SaleConfig, totals: SaleTotals, records: Vec<(&[u8], Entry)>) -> Decoded<Sale> {
-    Sale::restore(config, totals, records.len(), records.into_iter())
+fn restored(
+    config: SaleConfig,
+    totals: SaleTotals,
+    ledger: Ledger,
+    records: Vec<(&[u8], Entry)>,
+) -> Decoded<Sale> {
+    Sale::restore(config, totals, ledger, records.len(), records.into_iter())
         .map_err(|_| DecodeError("sale breaks an invariant"))
 }
 
@@ -145,10 +177,11 @@ fn decode_sale_v1(reader: &mut Reader) -> Decoded<Sale> {
         limit,
         ..SaleConfig::default()
     };
-    restored(config, SaleTotals::default(), records)
+    restored(config, SaleTotals::default(), Ledger::default(), records)
 }
 
-fn decode_sale_v2(reader: &mut Reader) -> Decoded<Sale> {
+/// v3 is v2 with the transfer ledger between the totals and the buyers.
+fn decode_sale_v2_or_v3(reader: &mut Reader, with_ledger: bool) -> Decoded<Sale> {
     let optional = |value: u64| (value != 0).then_some(value);
     let stock = reader.varint()?;
     let limit = reader.varint()?;
@@ -165,6 +198,11 @@ fn decode_sale_v2(reader: &mut Reader) -> Decoded<Sale> {
         restocked: reader.varint()?,
         refunded: reader.varint()?,
         orders: reader.varint()?,
+    };
+    let ledger = if with_ledger {
+        decode_ledger(reader)?
+    } else {
+        Ledger::default()
     };
     let count = reader.varint()?;
     let count = check_count(reader, count, 5)?;
@@ -188,7 +226,40 @@ fn decode_sale_v2(reader: &mut Reader) -> Decoded<Sale> {
         end_ms,
         events: (!events.is_empty()).then(|| events.to_vec()),
     };
-    restored(config, totals, records)
+    restored(config, totals, ledger, records)
+}
+
+fn decode_ledger(reader: &mut Reader) -> Decoded<Ledger> {
+    let lent = reader.varint()?;
+    let absorbed = reader.varint()?;
+    let count = reader.varint()?;
+    let count = check_count(reader, count, 3)?;
+    let mut ledger = Ledger::default();
+    let mut previous: Option<&[u8]> = None;
+    for _ in 0..count {
+        let id = reader.bytes()?;
+        // Strictly increasing ids: no duplicate, and the encoding stays canonical.
+        if previous.is_some_and(|p| p >= id) || id.is_empty() {
+            return Err(DecodeError("transfer ids out of order"));
+        }
+        previous = Some(id);
+        let kind = reader.varint()?;
+        let units = reader.varint()?;
+        let leg = match kind {
+            0 => Leg::Out {
+                to: reader.bytes()?.to_vec(),
+                started_ms: reader.varint()?,
+            },
+            1 => Leg::Settled,
+            2 => Leg::In {
+                from: reader.bytes()?.to_vec(),
+            },
+            _ => return Err(DecodeError("bad transfer kind")),
+        };
+        ledger.insert(id, Transfer { units, leg });
+    }
+    ledger.restore_totals(lent, absorbed).map_err(DecodeError)?;
+    Ok(ledger)
 }
 
 /// v1: `last_fence has_holder [token expires_at_ms]`; a holder's fence is always the last one.
@@ -273,6 +344,18 @@ mod tests {
         sale
     }
 
+    /// The sale stored in `tests/fixtures/sale-v3.bin`: the v2 fixture's sale plus a pending,
+    /// a settled and an absorbed transfer.
+    fn fixture_sale_v3() -> Sale {
+        let mut sale = fixture_sale();
+        assert_eq!(sale.lend(b"t-pending", 4, b"{s}:p2", T0 + 4), Ok(4));
+        assert_eq!(sale.lend(b"t-settled", 2, b"{s}:p3", T0 + 5), Ok(2));
+        assert_eq!(sale.settle_transfer(b"t-settled"), Ok(true));
+        assert_eq!(sale.absorb(b"t-in\x00", 7, b"{s}:p4", T0 + 6), Ok(true));
+        sale.clear_events();
+        sale
+    }
+
     fn fixture(name: &str) -> Vec<u8> {
         let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
         std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
@@ -307,8 +390,34 @@ mod tests {
         assert_eq!(sale.next_expiry(), Some(T0 + 60_000));
         assert_eq!(sale.buyers().records(), 4, "the gone record is kept");
         assert_eq!(sale.totals().orders, 4);
-        assert_eq!(encode_sale(&sale), bytes, "v2 is the current sale encoding");
-        assert_eq!(encode_sale(&fixture_sale()), bytes);
+        assert_eq!(sale.summary(T0 + 10), fixture_sale().summary(T0 + 10));
+        assert_eq!(sale.ledger().len(), 0, "v2 had no transfers");
+        // Saved again, a v2 sale is written as the current version and reads back the same.
+        let again = decode_sale(&encode_sale(&sale), SALE_VERSION).unwrap();
+        assert_eq!(encode_sale(&again), encode_sale(&fixture_sale()));
+    }
+
+    #[test]
+    fn sale_v3_fixture_still_decodes() {
+        let bytes = fixture("sale-v3.bin");
+        let sale = decode_sale(&bytes, 3).unwrap();
+        let s = sale.summary(T0 + 10);
+        assert_eq!((s.lent, s.absorbed, s.pending_out), (6, 7, 4));
+        assert_eq!(s.remaining, 100 - 6 + 7);
+        let pending: Vec<_> = sale.pending_transfers().collect();
+        assert_eq!(pending.len(), 1);
+        assert_eq!(
+            (
+                pending[0].id,
+                pending[0].units,
+                pending[0].to,
+                pending[0].started_ms
+            ),
+            (&b"t-pending"[..], 4, &b"{s}:p2"[..], T0 + 4)
+        );
+        assert_eq!(sale.ledger().len(), 3);
+        assert_eq!(encode_sale(&sale), bytes, "v3 is the current sale encoding");
+        assert_eq!(encode_sale(&fixture_sale_v3()), bytes);
     }
 
     #[test]
@@ -323,7 +432,7 @@ mod tests {
 
     #[test]
     fn round_trips() {
-        let sale = fixture_sale();
+        let sale = fixture_sale_v3();
         let back = decode_sale(&encode_sale(&sale), SALE_VERSION).unwrap();
         assert_eq!(back.summary(T0), sale.summary(T0));
         assert_eq!(encode_sale(&back), encode_sale(&sale));
@@ -336,9 +445,13 @@ mod tests {
 
     #[test]
     fn every_truncation_and_unknown_version_is_an_error() {
-        let sale = encode_sale(&fixture_sale());
+        let sale = encode_sale(&fixture_sale_v3());
         for cut in 0..sale.len() {
-            assert!(decode_sale(&sale[..cut], 2).is_err(), "cut at {cut}");
+            assert!(decode_sale(&sale[..cut], 3).is_err(), "cut at {cut}");
+        }
+        let v2 = fixture("sale-v2.bin");
+        for cut in 0..v2.len() {
+            assert!(decode_sale(&v2[..cut], 2).is_err(), "v2 cut at {cut}");
         }
         let v1 = fixture("sale-v1.bin");
         for cut in 0..v1.len() {
@@ -348,13 +461,14 @@ mod tests {
         for cut in 0..lock.len() {
             assert!(decode_lock(&lock[..cut], 1).is_err(), "cut at {cut}");
         }
-        assert!(decode_sale(&sale, 3).is_err());
-        assert!(decode_sale(&sale, 1).is_err(), "v2 bytes are not v1");
+        assert!(decode_sale(&sale, 4).is_err());
+        assert!(decode_sale(&sale, 1).is_err(), "v3 bytes are not v1");
+        assert!(decode_sale(&sale, 2).is_err(), "v3 bytes are not v2");
         assert!(decode_lock(&lock, 0).is_err());
         let mut trailing = sale.clone();
         trailing.push(0);
         assert_eq!(
-            decode_sale(&trailing, 2).err(),
+            decode_sale(&trailing, 3).err(),
             Some(DecodeError("trailing bytes"))
         );
     }
@@ -382,6 +496,34 @@ mod tests {
             decode_sale(&[1, 1, 0, 0, 0, 0, 3, 1, 2, 3, 0, 0, 0, 0], 2).err(),
             Some(DecodeError("bad order seed"))
         );
+        // v3: transfer ids out of order, a bad kind, totals below the records, and a sale
+        // that lent more than it ever had.
+        let v3 = |ledger: &[u8]| {
+            let mut bytes = vec![1, 1, 0, 0, 0, 0, 16];
+            bytes.extend([0u8; 16]);
+            bytes.extend([0, 0, 0]);
+            bytes.extend(ledger);
+            bytes.push(0);
+            decode_sale(&bytes, 3).err()
+        };
+        assert_eq!(v3(&[0, 0, 0]), None, "an empty ledger is fine");
+        assert_eq!(
+            v3(&[2, 0, 2, 1, b'b', 1, 1, 1, b'a', 1, 1]),
+            Some(DecodeError("transfer ids out of order"))
+        );
+        assert_eq!(
+            v3(&[0, 0, 1, 1, b'a', 9, 0]),
+            Some(DecodeError("bad transfer kind"))
+        );
+        assert_eq!(
+            v3(&[0, 0, 1, 1, b'a', 1, 1]),
+            Some(DecodeError("transfer totals below their records"))
+        );
+        assert_eq!(
+            v3(&[2, 0, 0]),
+            Some(DecodeError("sale breaks an invariant")),
+            "lent 2 of a stock of 1"
+        );
         // Bad holder marker, and a holder on a lock that never issued a fence.
         assert!(decode_lock(&[1, 7], 1).is_err());
         assert!(decode_lock(&[0, 1, 1, b't', 5], 1).is_err());
@@ -398,7 +540,7 @@ mod tests {
         for (name, bytes) in [
             (
                 format!("sale-v{SALE_VERSION}.bin"),
-                encode_sale(&fixture_sale()),
+                encode_sale(&fixture_sale_v3()),
             ),
             (
                 format!("lock-v{LOCK_VERSION}.bin"),

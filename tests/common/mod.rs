@@ -3,6 +3,7 @@
 //! when dropped, also when the test panics.
 #![allow(dead_code)]
 
+use std::collections::HashMap;
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -329,4 +330,81 @@ pub fn wait_replicas(master: &Server, count: i64) {
         .query(&mut con)
         .unwrap();
     assert_eq!(acked, count, "replicas acknowledged");
+}
+
+/// One stream entry: its ID and its fields.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub id: String,
+    pub fields: HashMap<String, String>,
+}
+
+impl Event {
+    pub fn get(&self, name: &str) -> &str {
+        self.fields.get(name).map_or("", String::as_str)
+    }
+}
+
+/// Entries as XRANGE and XREAD reply them: (id, [field, value, ...]).
+pub type Entries = Vec<(String, Vec<String>)>;
+/// XREAD and XREADGROUP replies: (stream, entries) per stream.
+pub type StreamsReply = Vec<(String, Entries)>;
+
+pub fn parse_entries(entries: Entries) -> Vec<Event> {
+    entries
+        .into_iter()
+        .map(|(id, flat)| Event {
+            id,
+            fields: flat
+                .chunks(2)
+                .map(|pair| (pair[0].clone(), pair[1].clone()))
+                .collect(),
+        })
+        .collect()
+}
+
+pub fn stream(con: &mut redis::Connection, key: &str) -> Vec<Event> {
+    let entries: Entries = redis::cmd("XRANGE")
+        .arg(key)
+        .arg("-")
+        .arg("+")
+        .query(con)
+        .unwrap();
+    parse_entries(entries)
+}
+
+/// Blocks (server side) until the stream has an entry after `after`, and returns it.
+pub fn next_event(con: &mut redis::Connection, key: &str, after: &str) -> Event {
+    let reply: Option<StreamsReply> = redis::cmd("XREAD")
+        .arg("COUNT")
+        .arg(1)
+        .arg("BLOCK")
+        .arg(10_000)
+        .arg("STREAMS")
+        .arg(key)
+        .arg(after)
+        .query(con)
+        .unwrap();
+    let (_, entries) = reply.expect("an entry within 10 s").remove(0);
+    parse_entries(entries).remove(0)
+}
+
+pub fn server_now_ms(con: &mut redis::Connection) -> u64 {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(con).unwrap();
+    secs * 1000 + micros / 1000
+}
+
+pub fn dump(con: &mut redis::Connection, key: &str) -> Vec<u8> {
+    redis::cmd("DUMP").arg(key).query(con).unwrap()
+}
+
+/// Runs BGREWRITEAOF and waits until the rewrite finished successfully.
+pub fn rewrite_aof(con: &mut redis::Connection) {
+    let _: () = redis::cmd("BGREWRITEAOF").query(con).unwrap();
+    wait_until(Duration::from_secs(20), "AOF rewrite", || {
+        let text: String = redis::cmd("INFO").arg("persistence").query(con).unwrap();
+        text.contains("aof_rewrite_in_progress:0")
+            && text.contains("aof_rewrite_scheduled:0")
+            && text.contains("aof_last_bgrewrite_status:ok")
+    });
 }
