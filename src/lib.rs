@@ -6,6 +6,7 @@ pub mod alloc;
 pub mod args;
 pub mod blocking;
 pub mod commands;
+pub mod config;
 pub mod core;
 pub mod persist;
 pub mod slot;
@@ -122,4 +123,14 @@ redis_module! {
     event_handlers: [
         [@GENERIC: sale::on_key_moved],
     ],
+    configurations: [
+        // The macro needs every kind listed for module arguments to work, even when empty.
+        i64: [],
+        string: [],
+        bool: [],
+        enum: [
+            ["fences", &config::FENCES, config::Fences::clock, redis_module::configuration::ConfigurationFlags::DEFAULT, None],
+        ],
+        module_args_as_configuration: true,
+    ]
 }

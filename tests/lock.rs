@@ -43,13 +43,18 @@ fn acquire(
     cmd.query(con).unwrap()
 }
 
+/// These tests are about ownership and handoff, and name the fences they expect: they run on
+/// the opt-in counter fences (`seckill.fences counter`). The default clock fences are tested
+/// in `tests/failover.rs`.
+const COUNTER_FENCES: &[&str] = &["fences", "counter"];
+
 fn waiters(con: &mut redis::Connection, key: &str) -> i64 {
     lock_info(con, key).3
 }
 
 #[test]
 fn acquire_release_extend_info_contract() {
-    let server = Server::start();
+    let server = Server::start_with(COUNTER_FENCES);
     let mut con = server.con();
     assert_eq!(
         lock_info(&mut con, "l"),
@@ -143,7 +148,7 @@ fn acquire_release_extend_info_contract() {
 fn hundreds_of_clients_are_mutually_excluded_and_fences_grow() {
     const CLIENTS: usize = 200;
     const ROUNDS: usize = 5;
-    let server = Server::start_with(&["--maxclients", "1000"]);
+    let server = Server::start_with(&["fences", "counter", "--maxclients", "1000"]);
     let fences = Arc::new(Mutex::new(Vec::new()));
     let barrier = Arc::new(Barrier::new(CLIENTS));
     let threads: Vec<_> = (0..CLIENTS)
@@ -200,7 +205,7 @@ fn hundreds_of_clients_are_mutually_excluded_and_fences_grow() {
 
 #[test]
 fn expired_holder_cannot_release_the_next_holders_lock() {
-    let server = Server::start();
+    let server = Server::start_with(COUNTER_FENCES);
     let mut con = server.con();
     assert_eq!(acquire(&mut con, "l", "slow", 50, None), Some(1));
     wait_until(Duration::from_secs(5), "the TTL to run out", || {
@@ -216,7 +221,7 @@ fn expired_holder_cannot_release_the_next_holders_lock() {
 
 #[test]
 fn three_waiters_are_served_in_fifo_order() {
-    let server = Server::start();
+    let server = Server::start_with(COUNTER_FENCES);
     let mut con = server.con();
     assert_eq!(acquire(&mut con, "q", "holder", 60_000, None), Some(1));
     let order = Arc::new(Mutex::new(Vec::new()));
@@ -247,7 +252,7 @@ fn three_waiters_are_served_in_fifo_order() {
 #[test]
 fn expiry_hands_over_on_a_timer_not_a_poll() {
     // hz 1: anything driven by serverCron instead of a timer would be late by up to a second.
-    let server = Server::start_with(&["--hz", "1"]);
+    let server = Server::start_with(&["fences", "counter", "--hz", "1"]);
     let mut con = server.con();
     let mut waiter = server.con();
     const TTL: u64 = 300;
@@ -274,7 +279,7 @@ fn expiry_hands_over_on_a_timer_not_a_poll() {
 
 #[test]
 fn wait_times_out_with_nil_and_leaves_the_queue() {
-    let server = Server::start();
+    let server = Server::start_with(COUNTER_FENCES);
     let mut con = server.con();
     let mut waiter = server.con();
     acquire(&mut con, "t", "holder", 60_000, None);
@@ -317,7 +322,7 @@ fn read_reply(stream: &mut TcpStream) -> String {
 #[test]
 fn a_thousand_waiters_half_of_them_disconnecting() {
     const WAITERS: usize = 1_000;
-    let server = Server::start_with(&["--maxclients", "4000"]);
+    let server = Server::start_with(&["fences", "counter", "--maxclients", "4000"]);
     let mut con = server.con();
     acquire(&mut con, "big", "holder", 60_000, None);
     let mut streams: Vec<TcpStream> = (0..WAITERS)
@@ -379,7 +384,7 @@ fn a_thousand_waiters_half_of_them_disconnecting() {
 
 #[test]
 fn deleting_a_lock_answers_its_waiters_with_nil() {
-    let server = Server::start();
+    let server = Server::start_with(COUNTER_FENCES);
     let mut con = server.con();
     acquire(&mut con, "d", "holder", 60_000, None);
     let mut waiter = server.con();
@@ -399,7 +404,7 @@ fn deleting_a_lock_answers_its_waiters_with_nil() {
 
 #[test]
 fn flushing_the_database_answers_waiters_with_nil() {
-    let server = Server::start();
+    let server = Server::start_with(COUNTER_FENCES);
     let mut con = server.con();
     let _: () = redis::cmd("SELECT").arg(3).query(&mut con).unwrap();
     acquire(&mut con, "d", "holder", 60_000, None);
@@ -425,7 +430,7 @@ fn flushing_the_database_answers_waiters_with_nil() {
 
 #[test]
 fn wait_does_not_block_in_multi_or_lua() {
-    let server = Server::start();
+    let server = Server::start_with(COUNTER_FENCES);
     let mut con = server.con();
     acquire(&mut con, "m", "holder", 60_000, None);
     let replies: (Option<i64>, Option<i64>) = redis::pipe()
@@ -458,7 +463,14 @@ fn wait_does_not_block_in_multi_or_lua() {
 
 #[test]
 fn fences_keep_growing_across_restart_aof_dump_and_copy() {
-    let mut server = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut server = Server::start_with(&[
+        "fences",
+        "counter",
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+    ]);
     let mut con = server.con();
     for i in 0..3 {
         let token = format!("t{i}");
@@ -511,8 +523,8 @@ fn fences_keep_growing_across_restart_aof_dump_and_copy() {
 
 #[test]
 fn replica_mirrors_state_and_continues_fences_after_promotion() {
-    let master = Server::start();
-    let replica = Server::start();
+    let master = Server::start_with(COUNTER_FENCES);
+    let replica = Server::start_with(COUNTER_FENCES);
     replicate(&replica, &master);
     let mut con = master.con();
     let mut waiter = master.con();
@@ -554,7 +566,7 @@ fn replica_mirrors_state_and_continues_fences_after_promotion() {
 
 #[test]
 fn lock_counters() {
-    let server = Server::start();
+    let server = Server::start_with(COUNTER_FENCES);
     let mut con = server.con();
     acquire(&mut con, "c", "a", 60_000, None);
     acquire(&mut con, "c", "b", 60_000, None);
@@ -568,7 +580,7 @@ fn lock_counters() {
 fn huge_ttl_and_wait_values_do_not_hang_the_server() {
     // A TTL near i64::MAX once armed a handoff timer that overflowed Redis' clock and fired
     // forever, freezing the server; found by the argv fuzzer in tests/reliability.rs.
-    let server = Server::start();
+    let server = Server::start_with(COUNTER_FENCES);
     let mut con = server.con();
     // A frozen server must fail this test, not hang it.
     con.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -612,7 +624,7 @@ fn huge_ttl_and_wait_values_do_not_hang_the_server() {
 fn a_shorter_ttl_after_a_longer_one_is_handed_over_at_its_own_deadline() {
     // The sequence of the issue: B's wait armed a timer for A's 10 s TTL; C then holds the lock
     // for 200 ms, and D must get it when C's TTL runs out, not when A's old timer fires.
-    let server = Server::start();
+    let server = Server::start_with(COUNTER_FENCES);
     let mut con = server.con();
     let mut waiter = server.con();
     assert_eq!(acquire(&mut con, "lk", "A", 10_000, None), Some(1));
@@ -638,7 +650,7 @@ fn a_shorter_ttl_after_a_longer_one_is_handed_over_at_its_own_deadline() {
 
 #[test]
 fn churn_keeps_at_most_one_timer_per_key() {
-    let server = Server::start();
+    let server = Server::start_with(COUNTER_FENCES);
     let mut con = server.con();
     let keys = ["c0", "c1", "c2"];
     let mut blocked = Vec::new();

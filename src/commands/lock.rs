@@ -97,6 +97,7 @@ fn with_lock<R>(
         set_lock(&key, LockEntry::new(Lock::default()))?;
     }
     let entry = writable_value::<LockEntry>(&key, &LOCK_TYPE)?.expect("lock just stored");
+    entry.lock.set_fence_mode(crate::config::fence_mode());
     let before = encoding::encode_lock(&entry.lock);
     let out = op(ctx, entry);
     finish(ctx, key_name, entry, &before);

@@ -10,6 +10,35 @@ use std::collections::VecDeque;
 /// Fencing tokens are replied as Redis integers.
 pub const MAX_FENCE: u64 = i64::MAX as u64;
 
+/// Bits of a clock fence below the milliseconds: room for 2^20 grants in one millisecond
+/// before the counter runs ahead of the clock, and milliseconds up to the year 2248 within 63
+/// bits.
+pub const CLOCK_SHIFT: u32 = 20;
+
+/// How a new fencing token is chosen.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FenceMode {
+    /// A hybrid logical clock: `max(last + 1, now_ms << CLOCK_SHIFT)`. A replica promoted
+    /// after losing grants its master made (asynchronous replication) still issues larger
+    /// fences than any of them, as long as its clock is behind the old master's by less than
+    /// the failover took.
+    #[default]
+    Clock,
+    /// `last + 1`: small numbers, but a promoted replica that missed grants issues their
+    /// fences again. Safe only without failover.
+    Counter,
+}
+
+/// The fence after `last` at `now_ms`.
+pub fn next_fence(last: u64, now_ms: u64, mode: FenceMode) -> u64 {
+    let floor = match mode {
+        FenceMode::Clock => now_ms.min(MAX_FENCE >> CLOCK_SHIFT) << CLOCK_SHIFT,
+        FenceMode::Counter => 0,
+    };
+    // 2^63 acquisitions of one key cannot happen; saturating keeps the reply an integer.
+    last.saturating_add(1).max(floor).min(MAX_FENCE)
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Holder {
     pub token: Vec<u8>,
@@ -50,6 +79,8 @@ pub struct Lock {
     /// Runtime only: never persisted or replicated (the clients live on this server only).
     waiters: VecDeque<Waiter>,
     events: Vec<LockEvent>,
+    /// Runtime only, set by the caller from the server's configuration.
+    fences: FenceMode,
 }
 
 impl Lock {
@@ -72,6 +103,11 @@ impl Lock {
 
     pub fn last_fence(&self) -> u64 {
         self.last_fence
+    }
+
+    /// How the next fences are chosen (the server's configuration; not persisted).
+    pub fn set_fence_mode(&mut self, mode: FenceMode) {
+        self.fences = mode;
     }
 
     /// The holder as stored, even if its TTL has run out (persistence keeps it as it is).
@@ -106,8 +142,7 @@ impl Lock {
     }
 
     fn issue(&mut self, token: Vec<u8>, ttl_ms: u64, now_ms: u64) -> u64 {
-        // 2^63 acquisitions of one key cannot happen; saturating keeps the reply an integer.
-        self.last_fence = (self.last_fence + 1).min(MAX_FENCE);
+        self.last_fence = next_fence(self.last_fence, now_ms, self.fences);
         self.holder = Some(Holder {
             token,
             fence: self.last_fence,
@@ -202,6 +237,67 @@ mod tests {
     use super::super::alarm::Plan;
     use super::*;
 
+    /// A lock with small, predictable fences, for the tests that are about ownership.
+    fn counter_lock() -> Lock {
+        let mut lock = Lock::default();
+        lock.set_fence_mode(FenceMode::Counter);
+        lock
+    }
+
+    #[test]
+    fn clock_fences_follow_the_clock_and_never_go_back() {
+        const T: u64 = 1_764_000_000_000;
+        assert_eq!(next_fence(0, T, FenceMode::Clock), T << CLOCK_SHIFT);
+        assert_eq!(
+            next_fence(T << CLOCK_SHIFT, T, FenceMode::Clock),
+            (T << CLOCK_SHIFT) + 1
+        );
+        // A clock behind the last fence (a promoted replica, a step back): last + 1.
+        let ahead = (T + 5_000) << CLOCK_SHIFT;
+        assert_eq!(next_fence(ahead, T, FenceMode::Clock), ahead + 1);
+        // An old counter-mode fence only grows.
+        assert_eq!(next_fence(7, T, FenceMode::Clock), T << CLOCK_SHIFT);
+        assert_eq!(next_fence(7, T, FenceMode::Counter), 8);
+        // Positive 63-bit always, even for absurd clocks.
+        assert_eq!(
+            next_fence(0, u64::MAX, FenceMode::Clock),
+            (MAX_FENCE >> CLOCK_SHIFT) << CLOCK_SHIFT
+        );
+        assert_eq!(next_fence(MAX_FENCE, T, FenceMode::Clock), MAX_FENCE);
+        assert!(next_fence(0, u64::MAX, FenceMode::Clock) <= MAX_FENCE);
+        assert_eq!(next_fence(0, 0, FenceMode::Clock), 1);
+    }
+
+    #[test]
+    fn the_default_lock_issues_clock_fences() {
+        const T: u64 = 1_764_000_000_000;
+        let mut lock = Lock::default();
+        assert_eq!(
+            lock.acquire(b"a", 100, T),
+            AcquireOutcome::Acquired {
+                fence: T << CLOCK_SHIFT
+            }
+        );
+        lock.release(b"a", T);
+        // Two grants in one millisecond: the counter part keeps them apart.
+        assert_eq!(
+            lock.acquire(b"b", 100, T),
+            AcquireOutcome::Acquired {
+                fence: (T << CLOCK_SHIFT) + 1
+            }
+        );
+        lock.release(b"b", T);
+        // A lost grant far ahead: a lock restored behind it still only grows from its own
+        // last fence, and from the clock.
+        let mut promoted = Lock::restore(T << CLOCK_SHIFT, None).unwrap();
+        assert_eq!(
+            promoted.acquire(b"c", 100, T + 1_000),
+            AcquireOutcome::Acquired {
+                fence: (T + 1_000) << CLOCK_SHIFT
+            }
+        );
+    }
+
     fn waiter(id: u64, token: &[u8], ttl_ms: u64) -> Waiter {
         Waiter {
             id,
@@ -212,7 +308,7 @@ mod tests {
 
     #[test]
     fn acquire_free_issues_increasing_fences() {
-        let mut lock = Lock::default();
+        let mut lock = counter_lock();
         assert_eq!(
             lock.acquire(b"a", 100, 1_000),
             AcquireOutcome::Acquired { fence: 1 }
@@ -230,7 +326,7 @@ mod tests {
 
     #[test]
     fn same_token_renews_without_new_fence() {
-        let mut lock = Lock::default();
+        let mut lock = counter_lock();
         lock.acquire(b"a", 100, 0);
         assert_eq!(
             lock.acquire(b"a", 500, 90),
@@ -242,7 +338,7 @@ mod tests {
 
     #[test]
     fn other_token_is_busy_until_expiry() {
-        let mut lock = Lock::default();
+        let mut lock = counter_lock();
         lock.acquire(b"a", 100, 0);
         assert_eq!(lock.acquire(b"b", 100, 99), AcquireOutcome::Busy);
         // Expiry is exclusive: at exactly expires_at the lock is free.
@@ -255,7 +351,7 @@ mod tests {
 
     #[test]
     fn expired_holder_cannot_release_or_extend() {
-        let mut lock = Lock::default();
+        let mut lock = counter_lock();
         lock.acquire(b"a", 100, 0);
         assert!(!lock.extend(b"a", 100, 100));
         assert!(!lock.release(b"a", 150));
@@ -269,7 +365,7 @@ mod tests {
 
     #[test]
     fn release_and_extend_need_the_owner() {
-        let mut lock = Lock::default();
+        let mut lock = counter_lock();
         assert!(!lock.release(b"a", 0));
         assert!(!lock.extend(b"a", 10, 0));
         lock.acquire(b"a", 100, 0);
@@ -283,7 +379,7 @@ mod tests {
 
     #[test]
     fn release_hands_over_in_fifo_order() {
-        let mut lock = Lock::default();
+        let mut lock = counter_lock();
         lock.acquire(b"a", 100, 0);
         lock.enqueue(waiter(7, b"w1", 50));
         lock.enqueue(waiter(8, b"w2", 60));
@@ -326,7 +422,7 @@ mod tests {
 
     #[test]
     fn expiry_hands_over_on_settle() {
-        let mut lock = Lock::default();
+        let mut lock = counter_lock();
         lock.acquire(b"a", 100, 0);
         lock.enqueue(waiter(1, b"w", 30));
         lock.settle(99);
@@ -347,7 +443,7 @@ mod tests {
 
     #[test]
     fn newcomer_does_not_jump_the_queue_after_expiry() {
-        let mut lock = Lock::default();
+        let mut lock = counter_lock();
         lock.acquire(b"a", 100, 0);
         lock.enqueue(waiter(1, b"w", 30));
         assert_eq!(lock.acquire(b"n", 10, 150), AcquireOutcome::Busy);
@@ -356,7 +452,7 @@ mod tests {
 
     #[test]
     fn removed_waiters_are_never_granted() {
-        let mut lock = Lock::default();
+        let mut lock = counter_lock();
         lock.acquire(b"a", 100, 0);
         lock.enqueue(waiter(1, b"w1", 30));
         lock.enqueue(waiter(2, b"w2", 30));
@@ -407,6 +503,7 @@ mod tests {
             .is_none()
         );
         let mut lock = Lock::restore(5, Some(holder.clone())).unwrap();
+        lock.set_fence_mode(FenceMode::Counter);
         assert_eq!(lock.stored_holder(), Some(&holder));
         assert!(lock.holder(100).is_none());
         assert_eq!(
@@ -426,7 +523,7 @@ mod tests {
             rng ^= rng << 17;
             rng % bound
         };
-        let mut lock = Lock::default();
+        let mut lock = counter_lock();
         let mut now = 1_000u64;
         let mut timer: Option<u64> = None;
         // Blocked clients: waiter id and when its WAIT runs out.

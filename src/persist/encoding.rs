@@ -307,7 +307,9 @@ mod tests {
 
     /// The lock stored in `tests/fixtures/lock-v1.bin`.
     fn fixture_lock() -> Lock {
+        // Written by module 0.2, whose fences were a plain counter.
         let mut lock = Lock::default();
+        lock.set_fence_mode(crate::core::lock::FenceMode::Counter);
         lock.acquire(b"tok-1", 1_000, 1_700_000_000_000);
         lock.release(b"tok-1", 1_700_000_000_001);
         lock.acquire(b"tok-2", 30_000, 1_700_000_000_002);
