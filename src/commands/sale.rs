@@ -116,7 +116,13 @@ impl Op<'_> {
     }
 }
 
-fn parse_op<'a>(key: &[u8], command: &[u8], rest: &[&'a [u8]]) -> Result<Op<'a>, ArgError> {
+/// `replayed`: the command comes from `SECKILL._REPLAY`, where older forms are still read.
+fn parse_op<'a>(
+    key: &[u8],
+    command: &[u8],
+    rest: &[&'a [u8]],
+    replayed: bool,
+) -> Result<Op<'a>, ArgError> {
     let is = |name: &str| command.eq_ignore_ascii_case(name.as_bytes());
     Ok(if is("TRY") {
         let (user, qty) = args::try_buy(rest)?;
@@ -136,9 +142,9 @@ fn parse_op<'a>(key: &[u8], command: &[u8], rest: &[&'a [u8]]) -> Result<Op<'a>,
         Op::Lend(args::transfer(rest, key, "TO")?)
     } else if is("ABSORB") {
         Op::Absorb(args::transfer(rest, key, "FROM")?)
-    } else if is("EXPIRE") || (is("SETTLE") && rest.is_empty()) {
+    } else if is("EXPIRE") || (replayed && is("SETTLE") && rest.is_empty()) {
         // Module 0.2 wrote the timer's change as `SETTLE` with no argument: its AOF files
-        // still replay.
+        // still replay. From a client, `SETTLE` without an id is a wrong arity.
         Op::Expire
     } else if is("SETTLE") {
         Op::Settle {
@@ -350,7 +356,7 @@ fn mutate(
     now_ms: u64,
     origin: Origin,
 ) -> RedisResult {
-    let op = parse_op(key_name.as_slice(), command, rest)?;
+    let op = parse_op(key_name.as_slice(), command, rest, origin == Origin::Replay)?;
     let key = ctx.open_key_writable(key_name);
     let entry = writable_value::<SaleEntry>(&key, &SALE_TYPE)?.ok_or_else(no_sale)?;
     let stream = match (&entry.sale.config().events, origin) {
@@ -481,8 +487,6 @@ pub fn absorb(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisRes
 
 /// SECKILL.SETTLE key id
 pub fn settle(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
-    // Without an id, `SETTLE` is the old replayed form of a hold expiry: not a client's call.
-    args::settle(rest)?;
     mutate(ctx, key_name, b"SETTLE", rest, now_ms(), Origin::Client)
 }
 
@@ -618,4 +622,29 @@ pub fn restore(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisRe
     arm_for_holds(ctx, key_name, entry);
     ctx.replicate_verbatim();
     Ok(RedisValue::SimpleStringStatic("OK"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settle_without_an_id_is_a_hold_expiry_only_when_replayed() {
+        assert!(matches!(
+            parse_op(b"k", b"SETTLE", &[], true),
+            Ok(Op::Expire)
+        ));
+        assert_eq!(
+            parse_op(b"k", b"SETTLE", &[], false).err(),
+            Some(ArgError::Arity)
+        );
+        assert!(matches!(
+            parse_op(b"k", b"settle", &[b"t1"], false),
+            Ok(Op::Settle { id: b"t1" })
+        ));
+        assert!(matches!(
+            parse_op(b"k", b"EXPIRE", &[], false),
+            Ok(Op::Expire)
+        ));
+    }
 }

@@ -379,7 +379,7 @@ impl Sale {
     /// Returns the units of every hold due at `now_ms` to stock; once the sale has ended,
     /// forgets its finished transfers (none can be lent or absorbed again).
     pub fn settle(&mut self, now_ms: u64) {
-        if self.has_ended(now_ms) && self.ledger.len() > self.ledger.pending().count() {
+        if self.has_ended(now_ms) {
             self.changed |= self.ledger.forget_finished();
         }
         while let Some(&(at, slot)) = self.holds.first()
