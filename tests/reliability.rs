@@ -503,15 +503,6 @@ fn read_reply(reader: &mut BufReader<TcpStream>) -> Result<(), String> {
     }
 }
 
-fn encode(argv: &[Vec<u8>], out: &mut Vec<u8>) {
-    out.extend_from_slice(format!("*{}\r\n", argv.len()).as_bytes());
-    for arg in argv {
-        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
-        out.extend_from_slice(arg);
-        out.extend_from_slice(b"\r\n");
-    }
-}
-
 const COMMANDS: [&str; 10] = [
     "SECKILL.INIT",
     "SECKILL.TRY",
@@ -626,7 +617,7 @@ fn random_argv_never_crashes_or_hangs_the_server() {
             .map(|i| fuzz_argv(&mut rng, COMMANDS[(sent + i) % COMMANDS.len()]))
             .collect();
         for argv in &argvs {
-            encode(argv, &mut batch);
+            common::encode_command(argv, &mut batch);
         }
         writer.write_all(&batch).unwrap();
         for (i, argv) in argvs.iter().enumerate() {

@@ -348,7 +348,7 @@ fn survives_debug_reload_save_restart_and_aof() {
 }
 
 #[test]
-fn dump_restore_copy_rename_and_corrupt_payloads() {
+fn dump_restore_copy_rename_and_broken_dumps() {
     let server = Server::start();
     let mut con = server.con();
     load_sample(&mut con);
@@ -381,27 +381,6 @@ fn dump_restore_copy_rename_and_corrupt_payloads() {
     assert_eq!(int(&mut con, &["SECKILL.BOUGHT", "moved", "alice"]), 3);
     assert_eq!(info_counter(&mut con, "sales"), 3);
 
-    // The trailing 10 bytes of a dump are the RDB version and CRC64; flipping a payload byte
-    // would fail the CRC, so build payloads with valid CRCs via the server itself: restore our
-    // own encodings through SECKILL._RESTORE, which runs the same decoder as RDB load.
-    for bad in [
-        &b""[..],
-        b"\x01",
-        b"\x0a\x01\x05\x01a\x02",
-        b"\x01\x01\x01\x01a\x01\x00",
-    ] {
-        let err = call(&mut con, &[b"SECKILL._RESTORE", b"bad", b"1", bad]).unwrap_err();
-        assert!(err.to_string().contains("bad sale payload"), "{err}");
-    }
-    let err = call(
-        &mut con,
-        &[b"SECKILL._RESTORE", b"bad", b"9", b"\x00\x01\x00"],
-    )
-    .unwrap_err();
-    assert!(
-        err.to_string().contains("unknown sale encoding version"),
-        "{err}"
-    );
     // A dump whose CRC is broken is refused by Redis before the module sees it.
     let mut broken = dump.clone();
     broken[3] ^= 0xff;
@@ -637,4 +616,134 @@ fn writes_publish_keyspace_notifications() {
             ("__keyevent@0__:seckill.absorb".to_string(), "t".to_string()),
         ]
     );
+}
+
+fn argv(args: &[&[u8]]) -> Vec<Vec<u8>> {
+    args.iter().map(|a| a.to_vec()).collect()
+}
+
+fn internal_error(con: &mut redis::Connection, args: &[&[u8]]) -> String {
+    common::error_text(&call(con, args).unwrap_err())
+}
+
+/// A client allowed to write keys must not state a sale or a lock outright: the internal
+/// commands answer only the replication link (every replication test here goes through them)
+/// and AOF loading.
+#[test]
+fn internal_commands_only_from_replication_and_aof() {
+    let mut server = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut con = server.con();
+    ok(&mut con, &["SECKILL.INIT", "s", "10", "LIMIT", "2"]);
+    assert!(int(&mut con, &["LOCK.ACQUIRE", "l", "holder", "60000"]) > 0);
+    let sale_before = info(&mut con, "s");
+    let lock_state = |con: &mut redis::Connection| {
+        let mut state = fields(con, &["LOCK.INFO", "l"]);
+        state.retain(|(name, _)| name != "ttl");
+        state
+    };
+    let lock_before = lock_state(&mut con);
+    let now = common::server_now_ms(&mut con).to_string();
+    let forged: [&[&[u8]]; 5] = [
+        &[
+            b"SECKILL._REPLAY",
+            b"s",
+            now.as_bytes(),
+            b"RESTOCK",
+            b"1000",
+        ],
+        &[
+            b"SECKILL._REPLAY",
+            b"s",
+            now.as_bytes(),
+            b"TRY",
+            b"mallory",
+            b"2",
+        ],
+        &[b"SECKILL._RESTORE", b"s", b"1", b"garbage"],
+        &[b"SECKILL._RESTORE", b"new", b"1", b""],
+        &[b"LOCK._RESTORE", b"l", b"1", b"garbage"],
+    ];
+    for args in forged {
+        let name = String::from_utf8_lossy(args[0]).to_string();
+        let err = internal_error(&mut con, args);
+        assert_eq!(
+            err,
+            format!(
+                "ERR {name} is internal: only the replication link and AOF loading may call it"
+            ),
+        );
+        // Arity and payload are not even looked at.
+        assert!(internal_error(&mut con, &args[..1]).contains("wrong number of arguments"));
+        assert!(internal_error(&mut con, &args[..2]).contains("is internal"));
+    }
+    // Nor inside MULTI or a script, which run the command on the client's behalf.
+    let in_multi: redis::RedisResult<Vec<redis::Value>> = redis::pipe()
+        .atomic()
+        .cmd("SECKILL._REPLAY")
+        .arg("s")
+        .arg(&now)
+        .arg("RESTOCK")
+        .arg(5)
+        .query(&mut con);
+    let err = in_multi.unwrap_err();
+    assert!(err.to_string().contains("is internal"), "{err:?}");
+    let in_script: redis::RedisResult<redis::Value> = redis::cmd("EVAL")
+        .arg("return redis.call('LOCK._RESTORE', KEYS[1], '1', ARGV[1])")
+        .arg(1)
+        .arg("l")
+        .arg("garbage")
+        .query(&mut con);
+    assert!(common::error_text(&in_script.unwrap_err()).contains("is internal"));
+    assert_eq!(info(&mut con, "s"), sale_before, "the sale is unchanged");
+    assert_eq!(lock_state(&mut con), lock_before, "the lock is unchanged");
+    assert_eq!(int(&mut con, &["EXISTS", "new"]), 0);
+
+    // AOF loading runs them: a change as a master made it, and corrupt payloads refused one
+    // by one (logged, key untouched) without stopping the load.
+    server.crash_and_append_to_aof(&[
+        argv(&[
+            b"SECKILL._REPLAY",
+            b"s",
+            now.as_bytes(),
+            b"TRY",
+            b"bob",
+            b"2",
+        ]),
+        argv(&[b"SECKILL._RESTORE", b"s", b"1", b"garbage"]),
+        argv(&[b"SECKILL._RESTORE", b"bad", b"1", b"\x0a\x01\x05\x01a\x02"]),
+        argv(&[b"SECKILL._RESTORE", b"bad", b"9", b"\x00\x01\x00"]),
+        argv(&[b"LOCK._RESTORE", b"l", b"1", b"\x01"]),
+        argv(&[
+            b"SECKILL._REPLAY",
+            b"s",
+            now.as_bytes(),
+            b"TRY",
+            b"carol",
+            b"1",
+        ]),
+    ]);
+    let mut con = server.con();
+    assert_eq!(int(&mut con, &["SECKILL.BOUGHT", "s", "bob"]), 2);
+    assert_eq!(int(&mut con, &["SECKILL.BOUGHT", "s", "carol"]), 1);
+    assert_eq!(field(&mut con, &["SECKILL.INFO", "s"], "remaining"), 7);
+    assert_eq!(int(&mut con, &["EXISTS", "bad"]), 0);
+    assert_eq!(
+        lock_state(&mut con),
+        lock_before,
+        "a corrupt lock payload changes nothing"
+    );
+    let log = server.log();
+    let refused: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains("key left unchanged"))
+        .collect();
+    assert_eq!(refused.len(), 4, "{log}");
+    for (line, what) in refused.iter().zip([
+        "s: ERR bad sale payload",
+        "bad: ERR bad sale payload",
+        "bad: ERR bad sale payload: unknown sale encoding version",
+        "l: ERR bad lock payload",
+    ]) {
+        assert!(line.contains(what), "{line}");
+    }
 }

@@ -2,7 +2,10 @@
 //! effects (absolute expiry and fence, never the clock-dependent command).
 
 use super::timer::{Fired, KeyTimer};
-use super::{Home, fields_reply, in_db, int, now_ms, readable_value, selected_db, writable_value};
+use super::{
+    Home, fields_reply, in_db, int, internal_only, now_ms, readable_value, selected_db,
+    writable_value,
+};
 use crate::args;
 use crate::blocking::{self, Gone, WaiterId};
 use crate::core::lock::{AcquireOutcome, Lock, LockEvent, Waiter};
@@ -253,9 +256,15 @@ pub fn info(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResul
 
 /// LOCK._RESTORE key version payload: the replicated and AOF form of every lock change.
 pub fn restore(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+    internal_only(ctx, "LOCK._RESTORE")?;
     let (version, payload) = args::restore(rest)?;
-    let lock = encoding::decode_lock(payload, version)
-        .map_err(|e| RedisError::String(format!("ERR bad lock payload: {}", e.0)))?;
+    let lock = encoding::decode_lock(payload, version).map_err(|e| {
+        let message = format!("ERR bad lock payload: {}", e.0);
+        ctx.log_warning(&format!(
+            "seckill: {key_name}: {message}; key left unchanged"
+        ));
+        RedisError::String(message)
+    })?;
     let key = ctx.open_key_writable(key_name);
     if let Some(old) = writable_value::<LockEntry>(&key, &LOCK_TYPE)? {
         abandon_waiters(old);

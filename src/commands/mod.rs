@@ -94,6 +94,21 @@ pub unsafe fn dispatch(
     ctx.reply(result) as c_int
 }
 
+/// Internal commands state a sale or a lock outright, with no rule checked: only a master's
+/// replication stream and AOF loading may send them, or any client allowed to write a key
+/// could forge stock, buyers or a lock's holder and fence.
+pub fn internal_only(ctx: &Context, command: &str) -> Result<(), RedisError> {
+    if ctx
+        .get_flags()
+        .intersects(ContextFlags::REPLICATED | ContextFlags::LOADING)
+    {
+        return Ok(());
+    }
+    Err(RedisError::String(format!(
+        "ERR {command} is internal: only the replication link and AOF loading may call it"
+    )))
+}
+
 /// The server clock in unix milliseconds.
 pub fn now_ms() -> u64 {
     let ms = unsafe { raw::RedisModule_Milliseconds.expect("RedisModule_Milliseconds")() };

@@ -10,8 +10,8 @@
 
 use super::timer::{Fired, KeyTimer};
 use super::{
-    fields_reply, in_db, int, is_resp3, now_ms, readable_value, selected_db, start_array,
-    writable_value,
+    fields_reply, in_db, int, internal_only, is_resp3, now_ms, readable_value, selected_db,
+    start_array, writable_value,
 };
 use crate::args::{self, ArgError};
 use crate::core::sale::{BuyerRow, EventKind, Sale, SaleConfig, SaleError, SaleEvent, TryOutcome};
@@ -512,6 +512,7 @@ pub fn transfers(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> Redis
 
 /// SECKILL._REPLAY key now_ms COMMAND args...: a change as its master made it.
 pub fn replay(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+    internal_only(ctx, "SECKILL._REPLAY")?;
     let replayed = args::replay(rest)?;
     mutate(
         ctx,
@@ -612,9 +613,16 @@ pub fn buyers(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisRes
 
 /// SECKILL._RESTORE key version payload: INIT's replicated form, and AOF rewrite's.
 pub fn restore(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+    internal_only(ctx, "SECKILL._RESTORE")?;
     let (version, payload) = args::restore(rest)?;
-    let sale = encoding::decode_sale(payload, version)
-        .map_err(|e| RedisError::String(format!("ERR bad sale payload: {}", e.0)))?;
+    let sale = encoding::decode_sale(payload, version).map_err(|e| {
+        let message = format!("ERR bad sale payload: {}", e.0);
+        // Nobody reads the reply while an AOF loads or a master streams: the log is the trace.
+        ctx.log_warning(&format!(
+            "seckill: {key_name}: {message}; key left unchanged"
+        ));
+        RedisError::String(message)
+    })?;
     let key = ctx.open_key_writable(key_name);
     writable_value::<SaleEntry>(&key, &SALE_TYPE)?;
     set_sale(&key, SaleEntry::new(sale))?;

@@ -188,6 +188,31 @@ impl Server {
         }
     }
 
+    /// Kills the server, appends `commands` to its AOF as if clients had sent them, and starts
+    /// it again: how commands only AOF loading may run get into a test.
+    pub fn crash_and_append_to_aof(&mut self, commands: &[Vec<Vec<u8>>]) {
+        self.kill();
+        let aof_dir = self.dir.join("appendonlydir");
+        let manifest = std::fs::read_to_string(aof_dir.join("appendonly.aof.manifest"))
+            .expect("an AOF manifest: start the server with --appendonly yes");
+        let incr = manifest
+            .lines()
+            .filter(|line| line.ends_with("type i"))
+            .filter_map(|line| line.split(' ').nth(1))
+            .last()
+            .expect("an incremental AOF file in the manifest");
+        let mut bytes = Vec::new();
+        for argv in commands {
+            encode_command(argv, &mut bytes);
+        }
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(aof_dir.join(incr))
+            .expect("open the incremental AOF");
+        std::io::Write::write_all(&mut file, &bytes).expect("append to the AOF");
+        self.launch();
+    }
+
     pub fn log(&self) -> String {
         let path = self.dir.join(format!("server-{}.log", self.port));
         std::fs::read_to_string(path).unwrap_or_default()
@@ -204,6 +229,16 @@ impl Drop for Server {
 }
 
 /// Runs one command and returns its raw reply (errors included).
+/// One command in the Redis protocol, as clients send it and the AOF stores it.
+pub fn encode_command(argv: &[Vec<u8>], out: &mut Vec<u8>) {
+    out.extend_from_slice(format!("*{}\r\n", argv.len()).as_bytes());
+    for arg in argv {
+        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+        out.extend_from_slice(arg);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
 pub fn call(con: &mut redis::Connection, args: &[&[u8]]) -> redis::RedisResult<redis::Value> {
     let mut cmd = redis::cmd(std::str::from_utf8(args[0]).expect("command name"));
     for arg in &args[1..] {
@@ -240,12 +275,15 @@ pub fn error(con: &mut redis::Connection, args: &[&str]) -> String {
     let cmd = command(args);
     match cmd.query::<redis::Value>(con) {
         Ok(v) => panic!("{args:?} should fail, replied {v:?}"),
-        Err(e) => {
-            let code = e.code().unwrap_or("").to_string();
-            let detail = e.detail().unwrap_or("").to_string();
-            format!("{code} {detail}").trim().to_string()
-        }
+        Err(e) => error_text(&e),
     }
+}
+
+/// An error reply's full text as the server sent it, e.g. `ERR syntax error`.
+pub fn error_text(e: &redis::RedisError) -> String {
+    let code = e.code().unwrap_or("");
+    let detail = e.detail().unwrap_or("");
+    format!("{code} {detail}").trim().to_string()
 }
 
 /// A flat `[name, value, ...]` reply as (name, integer) pairs; non-integers become -999.
