@@ -197,9 +197,9 @@ impl Server {
             .expect("an AOF manifest: start the server with --appendonly yes");
         let incr = manifest
             .lines()
+            .rev()
             .filter(|line| line.ends_with("type i"))
-            .filter_map(|line| line.split(' ').nth(1))
-            .last()
+            .find_map(|line| line.split(' ').nth(1))
             .expect("an incremental AOF file in the manifest");
         let mut bytes = Vec::new();
         for argv in commands {
