@@ -4,6 +4,7 @@
 mod common;
 
 use common::{Server, field, replicate, wait_replicas};
+use std::time::Duration;
 
 fn acquire(con: &mut redis::Connection, key: &str, token: &str) -> i64 {
     redis::cmd("LOCK.ACQUIRE")
@@ -20,16 +21,143 @@ fn signal(server: &Server, sig: i32) {
     assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
 }
 
+/// How the replica becomes the master once the old one is dead.
+#[derive(Clone, Copy, Debug)]
+enum Promotion {
+    /// An operator's `REPLICAOF NO ONE`.
+    Manual,
+    /// A Sentinel (quorum 1) notices the dead master and promotes the replica.
+    Sentinel,
+    /// A cluster replica told `CLUSTER FAILOVER FORCE`, elected by the other two masters.
+    ClusterForce,
+}
+
+/// A Sentinel process watching one master as `m`; killed when dropped.
+struct Sentinel {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Sentinel {
+    fn watch(master: &Server) -> Sentinel {
+        let port = common::free_port();
+        let config = master.dir.join(format!("sentinel-{port}.conf"));
+        std::fs::write(
+            &config,
+            format!(
+                "port {port}\nbind 127.0.0.1\ndir {dir}\nlogfile {dir}/sentinel-{port}.log\n\
+                 sentinel monitor m 127.0.0.1 {master} 1\n\
+                 sentinel down-after-milliseconds m 300\n\
+                 sentinel failover-timeout m 5000\n",
+                dir = master.dir.display(),
+                master = master.port,
+            ),
+        )
+        .unwrap();
+        let child = std::process::Command::new(common::server_binary())
+            .arg(&config)
+            .arg("--sentinel")
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("start a sentinel");
+        let sentinel = Sentinel { child, port };
+        // It learns of replicas from the master's INFO: one it has not seen, it cannot promote.
+        common::wait_until(
+            Duration::from_secs(30),
+            "sentinel knows the replica",
+            || sentinel.known_replicas() == 1,
+        );
+        sentinel
+    }
+
+    fn known_replicas(&self) -> usize {
+        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
+            .and_then(|client| client.get_connection())
+            .and_then(|mut con| {
+                redis::cmd("SENTINEL")
+                    .arg("REPLICAS")
+                    .arg("m")
+                    .query::<Vec<redis::Value>>(&mut con)
+            })
+            .map_or(0, |replicas| replicas.len())
+    }
+}
+
+impl Drop for Sentinel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn role(server: &Server) -> String {
+    let role: Vec<redis::Value> = redis::cmd("ROLE").query(&mut server.con()).unwrap();
+    redis::from_redis_value(role[0].clone()).unwrap()
+}
+
+/// A lock key that `node` serves (in a cluster, one of its slots).
+fn key_served_by(node: &Server) -> String {
+    let mut con = node.con();
+    (0..)
+        .map(|i| format!("lk:{i}"))
+        .find(|key| {
+            redis::cmd("LOCK.INFO")
+                .arg(key)
+                .query::<redis::Value>(&mut con)
+                .is_ok()
+        })
+        .unwrap()
+}
+
 /// Grants on the master, one of which the frozen replica never gets, then a failover; returns
 /// (the lost grant's fence, the first fence the promoted replica grants).
-fn lose_a_grant_and_fail_over(module_args: &[&str]) -> (i64, i64) {
-    let mut master = Server::start_with(module_args);
-    let replica = Server::start_with(module_args);
-    replicate(&replica, &master);
+fn lose_a_grant_and_fail_over(promotion: Promotion, module_args: &[&str]) -> (i64, i64) {
+    let mut args = module_args.to_vec();
+    let mut others = Vec::new();
+    let (mut master, replica) = match promotion {
+        Promotion::Manual | Promotion::Sentinel => {
+            (Server::start_with(&args), Server::start_with(&args))
+        }
+        Promotion::ClusterForce => {
+            args.extend(["--cluster-enabled", "yes", "--cluster-node-timeout", "5000"]);
+            let mut nodes = common::start_cluster(3, module_args);
+            let replica = Server::start_with(&args);
+            let master = nodes.remove(0);
+            others = nodes;
+            let mut con = replica.con();
+            let _: () = redis::cmd("CLUSTER")
+                .arg("MEET")
+                .arg("127.0.0.1")
+                .arg(master.port)
+                .query(&mut con)
+                .unwrap();
+            let master_id = common::cluster_node_id(&master);
+            common::wait_until(Duration::from_secs(30), "replica assigned", || {
+                redis::cmd("CLUSTER")
+                    .arg("REPLICATE")
+                    .arg(&master_id)
+                    .query::<()>(&mut con)
+                    .is_ok()
+            });
+            (master, replica)
+        }
+    };
+    if !matches!(promotion, Promotion::ClusterForce) {
+        replicate(&replica, &master);
+    }
+    common::wait_until(Duration::from_secs(30), "replica in sync", || {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query(&mut replica.con())
+            .unwrap();
+        info.contains("master_link_status:up")
+    });
+    let _sentinel = matches!(promotion, Promotion::Sentinel).then(|| Sentinel::watch(&master));
+    let key = key_served_by(&master);
     let mut con = master.con();
-    let first = acquire(&mut con, "lk", "a");
+    let first = acquire(&mut con, &key, "a");
     let _: i64 = redis::cmd("LOCK.RELEASE")
-        .arg("lk")
+        .arg(&key)
         .arg("a")
         .query(&mut con)
         .unwrap();
@@ -44,29 +172,66 @@ fn lose_a_grant_and_fail_over(module_args: &[&str]) -> (i64, i64) {
         .query(&mut con)
         .unwrap();
     // Acknowledged to its client, never shipped.
-    let lost = acquire(&mut con, "lk", "b");
+    let lost = acquire(&mut con, &key, "b");
     assert!(lost > first);
     master.kill();
     signal(&replica, libc::SIGCONT);
+    match promotion {
+        Promotion::Manual => {
+            let _: () = redis::cmd("REPLICAOF")
+                .arg("NO")
+                .arg("ONE")
+                .query(&mut replica.con())
+                .unwrap();
+        }
+        Promotion::Sentinel => {}
+        Promotion::ClusterForce => {
+            let _: () = redis::cmd("CLUSTER")
+                .arg("FAILOVER")
+                .arg("FORCE")
+                .query(&mut replica.con())
+                .unwrap();
+        }
+    }
+    common::wait_until(Duration::from_secs(60), "replica promoted", || {
+        role(&replica) == "master"
+    });
     let mut promoted = replica.con();
-    let _: () = redis::cmd("REPLICAOF")
-        .arg("NO")
-        .arg("ONE")
-        .query(&mut promoted)
-        .unwrap();
+    if matches!(promotion, Promotion::ClusterForce) {
+        // Serving the slot again once the other masters know the new owner.
+        common::wait_until(Duration::from_secs(30), "slot served", || {
+            redis::cmd("LOCK.INFO")
+                .arg(&key)
+                .query::<redis::Value>(&mut promoted)
+                .is_ok()
+        });
+    }
     assert_eq!(
-        field(&mut promoted, &["LOCK.INFO", "lk"], "fence"),
+        field(&mut promoted, &["LOCK.INFO", &key], "fence"),
         first,
-        "the promoted replica never saw the lost grant"
+        "the promoted replica never saw the lost grant ({promotion:?})"
     );
-    let next = acquire(&mut promoted, "lk", "c");
+    let next = acquire(&mut promoted, &key, "c");
+    println!("{promotion:?}: lost grant fence {lost}, first fence after promotion {next}");
+    drop(others);
     (lost, next)
 }
 
 #[test]
 fn clock_fences_never_go_back_across_a_failover_that_loses_a_grant() {
-    let (lost, next) = lose_a_grant_and_fail_over(&[]);
-    println!("lost grant fence {lost}, first fence after promotion {next}");
+    let (lost, next) = lose_a_grant_and_fail_over(Promotion::Manual, &[]);
+    assert!(next > lost, "fence went back: {next} <= {lost}");
+}
+
+#[test]
+fn clock_fences_never_go_back_across_a_sentinel_failover() {
+    let (lost, next) = lose_a_grant_and_fail_over(Promotion::Sentinel, &[]);
+    assert!(next > lost, "fence went back: {next} <= {lost}");
+}
+
+#[test]
+fn clock_fences_never_go_back_across_cluster_failover_force() {
+    let (lost, next) = lose_a_grant_and_fail_over(Promotion::ClusterForce, &[]);
     assert!(next > lost, "fence went back: {next} <= {lost}");
 }
 
@@ -74,8 +239,17 @@ fn clock_fences_never_go_back_across_a_failover_that_loses_a_grant() {
 fn counter_fences_repeat_the_lost_grant_which_is_why_they_are_opt_in() {
     // The hole the default closes: with the plain counter the promoted replica hands out the
     // lost grant's fence again, and a downstream store cannot tell the two holders apart.
-    let (lost, next) = lose_a_grant_and_fail_over(&["fences", "counter"]);
-    assert_eq!(next, lost, "the counter repeats the lost fence");
+    for promotion in [
+        Promotion::Manual,
+        Promotion::Sentinel,
+        Promotion::ClusterForce,
+    ] {
+        let (lost, next) = lose_a_grant_and_fail_over(promotion, &["fences", "counter"]);
+        assert_eq!(
+            next, lost,
+            "the counter repeats the lost fence ({promotion:?})"
+        );
+    }
 }
 
 #[test]

@@ -294,42 +294,11 @@ fn failover_keeps_every_wait_acknowledged_write() {
     check_state(&mut con, STOCK, &acked, "failover");
 }
 
-fn cluster_node_id(server: &Server) -> String {
-    let id: String = redis::cmd("CLUSTER")
-        .arg("MYID")
-        .query(&mut server.con())
-        .unwrap();
-    id
-}
-
 #[test]
 fn cluster_resharding_under_load_loses_no_sale() {
     const SALES: usize = 30;
     const STOCK: i64 = 100_000;
-    let cluster_args = ["--cluster-enabled", "yes", "--cluster-node-timeout", "5000"];
-    let nodes: Vec<Server> = (0..3).map(|_| Server::start_with(&cluster_args)).collect();
-    let addresses: Vec<String> = nodes
-        .iter()
-        .map(|n| format!("127.0.0.1:{}", n.port))
-        .collect();
-    let created = std::process::Command::new(cli_binary())
-        .args(["--cluster", "create"])
-        .args(&addresses)
-        .arg("--cluster-yes")
-        .output()
-        .unwrap();
-    assert!(
-        created.status.success(),
-        "{}",
-        String::from_utf8_lossy(&created.stdout)
-    );
-    for node in &nodes {
-        let mut con = node.con();
-        wait_until(Duration::from_secs(30), "cluster_state:ok", || {
-            let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut con).unwrap();
-            info.contains("cluster_state:ok")
-        });
-    }
+    let nodes = common::start_cluster(3, &[]);
     let urls: Vec<String> = nodes.iter().map(Server::url).collect();
     let client = redis::cluster::ClusterClient::new(urls).unwrap();
     let mut con = client.get_connection().unwrap();
@@ -377,7 +346,10 @@ fn cluster_resharding_under_load_loses_no_sale() {
         })
         .collect();
     // Move every slot of the first node (and with them its sales) to the second.
-    let (from, to) = (cluster_node_id(&nodes[0]), cluster_node_id(&nodes[1]));
+    let (from, to) = (
+        common::cluster_node_id(&nodes[0]),
+        common::cluster_node_id(&nodes[1]),
+    );
     let slots: Vec<Vec<Value>> = redis::cmd("CLUSTER")
         .arg("SLOTS")
         .query(&mut nodes[0].con())
@@ -408,7 +380,7 @@ fn cluster_resharding_under_load_loses_no_sale() {
         .args([
             "--cluster",
             "reshard",
-            &addresses[0],
+            &format!("127.0.0.1:{}", nodes[0].port),
             "--cluster-from",
             &from,
             "--cluster-to",

@@ -32,7 +32,7 @@ pub fn module_path() -> PathBuf {
     path
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("bind a free port")
@@ -357,6 +357,46 @@ pub fn replicate(replica: &Server, master: &Server) {
             .unwrap();
         info.contains("master_link_status:up")
     });
+}
+
+/// Starts `masters` cluster-enabled servers (with `extra` arguments first) and joins them into one
+/// cluster with `redis-cli --cluster create`, slots split evenly; returns once every node
+/// reports `cluster_state:ok`.
+pub fn start_cluster(masters: usize, extra: &[&str]) -> Vec<Server> {
+    // Module arguments (`extra` may start with them) must follow the module path.
+    let mut args = extra.to_vec();
+    args.extend(["--cluster-enabled", "yes", "--cluster-node-timeout", "5000"]);
+    let nodes: Vec<Server> = (0..masters).map(|_| Server::start_with(&args)).collect();
+    let created = Command::new(cli_binary())
+        .args(["--cluster", "create"])
+        .args(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)))
+        .arg("--cluster-yes")
+        .output()
+        .expect("redis-cli --cluster create");
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stdout)
+    );
+    for node in &nodes {
+        wait_cluster_ok(node);
+    }
+    nodes
+}
+
+pub fn wait_cluster_ok(node: &Server) {
+    let mut con = node.con();
+    wait_until(Duration::from_secs(30), "cluster_state:ok", || {
+        let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut con).unwrap();
+        info.contains("cluster_state:ok")
+    });
+}
+
+pub fn cluster_node_id(server: &Server) -> String {
+    redis::cmd("CLUSTER")
+        .arg("MYID")
+        .query(&mut server.con())
+        .expect("CLUSTER MYID")
 }
 
 /// Waits until every replica has acknowledged all writes so far (Redis' WAIT).
