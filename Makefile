@@ -71,7 +71,7 @@ bench: build venv examples
 
 # The long versions of the reliability cases (tests/reliability.rs), one at a time.
 soak: build
-	SECKILL_SOAK=1 cargo test --release --test reliability -- --test-threads 1 --nocapture
+	SECKILL_SOAK=1 cargo test --release --test reliability --test history -- --test-threads 1 --nocapture
 
 unit:
 	cargo test --release --lib

@@ -283,3 +283,97 @@ fn fences_configured_at_load_and_at_run_time() {
             .contains("clock, counter")
     );
 }
+
+/// A purchase and `WAIT 1 ms` in one pipeline: one round trip, and the second reply says
+/// whether the purchase reached the replica.
+fn buy_and_wait(con: &mut redis::Connection, user: &str, timeout_ms: u64) -> (i64, i64) {
+    redis::pipe()
+        .cmd("SECKILL.TRY")
+        .arg("s")
+        .arg(user)
+        .cmd("WAIT")
+        .arg(1)
+        .arg(timeout_ms)
+        .query(con)
+        .unwrap()
+}
+
+#[test]
+fn wait_says_which_acknowledgements_survive_a_failover() {
+    let mut master = Server::start();
+    let replica = Server::start();
+    replicate(&replica, &master);
+    let mut con = master.con();
+    common::ok(&mut con, &["SECKILL.INIT", "s", "10"]);
+    assert_eq!(
+        buy_and_wait(&mut con, "kept", 5_000),
+        (9, 1),
+        "bought, replicated"
+    );
+    signal(&replica, libc::SIGSTOP);
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("replica")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(
+        buy_and_wait(&mut con, "maybe-lost", 100),
+        (8, 0),
+        "bought, not replicated"
+    );
+    master.kill();
+    signal(&replica, libc::SIGCONT);
+    let mut promoted = replica.con();
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut promoted)
+        .unwrap();
+    assert_eq!(
+        common::int(&mut promoted, &["SECKILL.BOUGHT", "s", "kept"]),
+        1
+    );
+    // The answer said "not replicated", and so it is: lost with the old master.
+    assert_eq!(
+        common::int(&mut promoted, &["SECKILL.BOUGHT", "s", "maybe-lost"]),
+        0
+    );
+    assert_eq!(field(&mut promoted, &["SECKILL.INFO", "s"], "remaining"), 9);
+}
+
+fn has_command(con: &mut redis::Connection, name: &str) -> bool {
+    let info: Vec<redis::Value> = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg(name)
+        .query(con)
+        .unwrap();
+    !matches!(info.first(), None | Some(redis::Value::Nil))
+}
+
+#[test]
+fn waitaof_says_a_purchase_reached_the_disk() {
+    // `appendfsync everysec`: a write is on disk only once the next fsync ran, which is what
+    // WAITAOF waits for.
+    let mut server = Server::start_with(&["--appendonly", "yes", "--appendfsync", "everysec"]);
+    let mut con = server.con();
+    if !has_command(&mut con, "WAITAOF") {
+        println!("skipped: this server has no WAITAOF (Redis 7.2+, Valkey 8+)");
+        return;
+    }
+    common::ok(&mut con, &["SECKILL.INIT", "s", "10"]);
+    let (remaining, (local, replicas)): (i64, (i64, i64)) = redis::pipe()
+        .cmd("SECKILL.TRY")
+        .arg("s")
+        .arg("alice")
+        .cmd("WAITAOF")
+        .arg(1)
+        .arg(0)
+        .arg(5_000)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!((remaining, local, replicas), (9, 1, 0), "fsynced locally");
+    server.kill_and_restart();
+    let mut con = server.con();
+    assert_eq!(common::int(&mut con, &["SECKILL.BOUGHT", "s", "alice"]), 1);
+}
