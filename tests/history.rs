@@ -227,7 +227,7 @@ fn client(shared: Arc<Shared>, id: usize) {
         };
         n += 1;
         let start = Instant::now();
-        let failed = if n % 2 == 0 {
+        let failed = if n.is_multiple_of(2) {
             let token = format!("c{id}-{n}");
             let granted: redis::RedisResult<Option<i64>> = redis::cmd("LOCK.ACQUIRE")
                 .arg(LOCK_KEY)
