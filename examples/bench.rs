@@ -34,6 +34,16 @@ if stock <= 0 then return -1 end
 redis.call('SADD', KEYS[2], ARGV[1])
 return redis.call('DECR', KEYS[1])";
 
+/// The fair peer of TRY with EVENTS: the seed's script plus the order event, XADD to a stream.
+const LUA_SECKILL_XADD: &str = "\
+if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then return -2 end
+local stock = tonumber(redis.call('GET', KEYS[1]))
+if stock <= 0 then return -1 end
+redis.call('SADD', KEYS[2], ARGV[1])
+local left = redis.call('DECR', KEYS[1])
+redis.call('XADD', KEYS[3], '*', 'event', 'purchase', 'user', ARGV[1], 'qty', '1', 'remaining', left)
+return left";
+
 const COMPARE_AND_DELETE: &str =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
 
@@ -44,22 +54,29 @@ fn benchmark_binary() -> String {
     std::env::var("REDIS_BENCHMARK").unwrap_or_else(|_| "redis-benchmark".to_string())
 }
 
-/// Runs of each redis-benchmark row; the median is reported.
+/// Rounds of every row, interleaved (each round runs every row once, so a slow minute on this
+/// shared machine hits all rows alike); the median round is reported.
 const REPEATS: usize = 3;
 
-/// Median requests per second of REPEATS redis-benchmark runs.
-fn redis_benchmark(
-    server: &Server,
-    cfg: &Config,
-    pipeline: usize,
-    keyspace: usize,
-    args: &[&str],
-) -> f64 {
-    let mut runs: Vec<f64> = (0..REPEATS)
-        .map(|_| redis_benchmark_once(server, cfg, pipeline, keyspace, args))
-        .collect();
-    runs.sort_by(f64::total_cmp);
-    runs[REPEATS / 2]
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// The server's own time per call of `command` since the last `CONFIG RESETSTAT`, in
+/// microseconds (INFO commandstats), which does not depend on the load generator.
+fn usec_per_call(con: &mut Connection, command: &str) -> Option<f64> {
+    let text: String = redis::cmd("INFO").arg("commandstats").query(con).ok()?;
+    let prefix = format!("cmdstat_{command}:");
+    let line = text.lines().find_map(|l| l.strip_prefix(&prefix))?;
+    line.split(',')
+        .find_map(|field| field.strip_prefix("usec_per_call="))?
+        .parse()
+        .ok()
+}
+
+fn reset_stats(con: &mut Connection) {
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(con).unwrap();
 }
 
 /// Puts the server on core 0 and this process (and the redis-benchmark it starts) on core 1,
@@ -345,6 +362,8 @@ struct Row {
     name: String,
     pipeline: usize,
     ops: f64,
+    /// Median server time per call (of the row's command), microseconds.
+    usec: Option<f64>,
 }
 
 fn main() {
@@ -390,11 +409,18 @@ fn main() {
         .arg(LUA_SECKILL)
         .query(&mut con)
         .unwrap();
-    let _: () = redis::cmd("SET")
-        .arg("bench:lua:stock")
-        .arg(1_000_000_000_000i64)
+    let sha_xadd: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(LUA_SECKILL_XADD)
         .query(&mut con)
         .unwrap();
+    for stock in ["bench:lua:stock", "{bench:luax}:stock"] {
+        let _: () = redis::cmd("SET")
+            .arg(stock)
+            .arg(1_000_000_000_000i64)
+            .query(&mut con)
+            .unwrap();
+    }
     for (key, stock) in [
         ("bench:sale", 1_000_000_000_000i64),
         ("bench:soldout", 0),
@@ -438,18 +464,21 @@ fn main() {
     let _: Vec<i64> = pipe.query(&mut con).unwrap();
 
     let keyspace = 100_000_000;
-    let cases: Vec<(&str, usize, Vec<&str>)> = vec![
-        ("PING", keyspace, vec!["PING"]),
-        ("INCR", keyspace, vec!["INCR", "bench:counter"]),
+    // name, keyspace, argv, and the command whose server time INFO commandstats reports.
+    let cases: Vec<(&str, usize, Vec<&str>, &str)> = vec![
+        ("PING", keyspace, vec!["PING"], "ping"),
+        ("INCR", keyspace, vec!["INCR", "bench:counter"], "incr"),
         (
             "SADD random member",
             keyspace,
             vec!["SADD", "bench:set", "user:__rand_int__"],
+            "sadd",
         ),
         (
             "SET NX PX random key",
             keyspace,
             vec!["SET", "bench:key:__rand_int__", "v", "NX", "PX", "60000"],
+            "set",
         ),
         (
             "Lua seckill (EVALSHA)",
@@ -462,57 +491,95 @@ fn main() {
                 "bench:lua:buyers",
                 "user:__rand_int__",
             ],
+            "evalsha",
+        ),
+        (
+            "Lua seckill + XADD (EVALSHA)",
+            keyspace,
+            vec![
+                "EVALSHA",
+                &sha_xadd,
+                "3",
+                "{bench:luax}:stock",
+                "{bench:luax}:buyers",
+                "{bench:luax}:events",
+                "user:__rand_int__",
+            ],
+            "evalsha",
         ),
         (
             "SECKILL.TRY success",
             keyspace,
             vec!["SECKILL.TRY", "bench:sale", "user:__rand_int__"],
+            "seckill.try",
         ),
         (
             "SECKILL.TRY sold out",
             keyspace,
             vec!["SECKILL.TRY", "bench:soldout", "user:__rand_int__"],
+            "seckill.try",
         ),
         (
             "SECKILL.TRY over limit",
             LIMIT_USERS,
             vec!["SECKILL.TRY", "bench:limit", "user:__rand_int__"],
+            "seckill.try",
         ),
         (
             "SECKILL.TRY success, HOLD",
             keyspace,
             vec!["SECKILL.TRY", "bench:held", "user:__rand_int__"],
+            "seckill.try",
         ),
         (
             "SECKILL.TRY success, HOLD+EVENTS",
             keyspace,
             vec!["SECKILL.TRY", "{bench:events}", "user:__rand_int__"],
+            "seckill.try",
         ),
     ];
-    let mut rows = Vec::new();
+    let lock_rows = [
+        ("SET NX PX + Lua unlock (cmds)", false),
+        ("LOCK.ACQUIRE + RELEASE (cmds)", true),
+    ];
+    // (ops/s, server usec per call) of every round, per row and pipeline depth.
+    let mut samples: Vec<(String, usize, Vec<f64>, Vec<f64>)> = Vec::new();
+    let mut record = |name: &str, pipeline: usize, ops: f64, usec: Option<f64>| {
+        let at = samples
+            .iter()
+            .position(|(n, p, _, _)| n == name && *p == pipeline)
+            .unwrap_or_else(|| {
+                samples.push((name.to_string(), pipeline, Vec::new(), Vec::new()));
+                samples.len() - 1
+            });
+        samples[at].2.push(ops);
+        samples[at].3.extend(usec);
+    };
     for pipeline in [1, 16] {
-        for (name, space, argv) in &cases {
-            let ops = redis_benchmark(&server, &cfg, pipeline, *space, argv);
-            println!("-P {pipeline:<2} {name:<28} {ops:>12.0} ops/s");
-            rows.push(Row {
-                name: name.to_string(),
-                pipeline,
-                ops,
-            });
-        }
-        for (name, module) in [
-            ("SET NX PX + Lua unlock (cmds)", false),
-            ("LOCK.ACQUIRE + RELEASE (cmds)", true),
-        ] {
-            let ops = 2.0 * lock_pairs(&server, &cfg, pipeline, module);
-            println!("-P {pipeline:<2} {name:<28} {ops:>12.0} ops/s");
-            rows.push(Row {
-                name: name.to_string(),
-                pipeline,
-                ops,
-            });
+        for round in 1..=REPEATS {
+            for (name, space, argv, stat) in &cases {
+                reset_stats(&mut con);
+                let ops = redis_benchmark_once(&server, &cfg, pipeline, *space, argv);
+                let usec = usec_per_call(&mut con, stat);
+                println!("-P {pipeline:<2} round {round} {name:<34} {ops:>12.0} ops/s");
+                record(name, pipeline, ops, usec);
+            }
+            for (name, module) in lock_rows {
+                let ops = 2.0 * lock_pairs(&server, &cfg, pipeline, module);
+                println!("-P {pipeline:<2} round {round} {name:<34} {ops:>12.0} ops/s");
+                record(name, pipeline, ops, None);
+            }
         }
     }
+    let rows: Vec<Row> = samples
+        .into_iter()
+        .map(|(name, pipeline, ops, usec)| Row {
+            name,
+            pipeline,
+            ops: median(ops),
+            usec: (!usec.is_empty()).then(|| median(usec)),
+        })
+        .collect();
     let (set_bytes, buyer_bytes) = memory_per_buyer(&server, cfg.memory_buyers);
     let mut wait = handoff_latency(&server, cfg.handoff_samples, true);
     let mut poll = handoff_latency(&server, cfg.handoff_samples, false);
@@ -529,19 +596,25 @@ fn main() {
     writeln!(md, "# seckill benchmark\n").unwrap();
     writeln!(md, "Server `{version}`, {} cores, {} requests per row, {} clients, random user ids from a keyspace of {keyspace} \
         (the over-limit row: {LIMIT_USERS} users who all bought already). Persistence off, {pinning}; \
-        redis-benchmark rows are the median of {REPEATS} runs.\n",
+        every row is the median of {REPEATS} rounds, interleaved (each round runs every row once). \
+        `server us/call` is the server's own time per call from INFO commandstats (median round).\n",
         cores, cfg.requests, cfg.clients).unwrap();
-    writeln!(md, "| row | -P | ops/s | vs INCR | vs Lua seckill |").unwrap();
-    writeln!(md, "| --- | ---: | ---: | ---: | ---: |").unwrap();
-    let mut csv = String::from("row,pipeline,ops,vs_incr,vs_lua\n");
+    writeln!(
+        md,
+        "| row | -P | ops/s | vs INCR | vs Lua seckill | server us/call |"
+    )
+    .unwrap();
+    writeln!(md, "| --- | ---: | ---: | ---: | ---: | ---: |").unwrap();
+    let mut csv = String::from("row,pipeline,ops,vs_incr,vs_lua,usec_per_call\n");
     for r in &rows {
         let (incr, lua) = (
             find("INCR", r.pipeline),
             find("Lua seckill (EVALSHA)", r.pipeline),
         );
+        let usec = r.usec.map_or("-".to_string(), |u| format!("{u:.2}"));
         writeln!(
             md,
-            "| {} | {} | {:.0} | {:.2}x | {:.2}x |",
+            "| {} | {} | {:.0} | {:.2}x | {:.2}x | {usec} |",
             r.name,
             r.pipeline,
             r.ops,
@@ -551,12 +624,13 @@ fn main() {
         .unwrap();
         writeln!(
             csv,
-            "{},{},{:.0},{:.4},{:.4}",
+            "{},{},{:.0},{:.4},{:.4},{}",
             r.name,
             r.pipeline,
             r.ops,
             r.ops / incr,
-            r.ops / lua
+            r.ops / lua,
+            r.usec.map_or(String::new(), |u| format!("{u:.3}"))
         )
         .unwrap();
     }
@@ -615,6 +689,26 @@ fn main() {
             "SECKILL.TRY over limit >= 0.9x INCR at -P 16",
             find("SECKILL.TRY over limit", 16) / find("INCR", 16),
             0.9,
+        ),
+        (
+            "SECKILL.TRY HOLD+EVENTS >= 2x Lua seckill + XADD at -P 16",
+            find("SECKILL.TRY success, HOLD+EVENTS", 16) / find("Lua seckill + XADD (EVALSHA)", 16),
+            2.0,
+        ),
+        (
+            "SECKILL.TRY HOLD+EVENTS >= 1.2x Lua seckill + XADD at -P 1",
+            find("SECKILL.TRY success, HOLD+EVENTS", 1) / find("Lua seckill + XADD (EVALSHA)", 1),
+            1.2,
+        ),
+        (
+            "SECKILL.TRY HOLD+EVENTS >= 0.9x plain TRY at -P 1",
+            find("SECKILL.TRY success, HOLD+EVENTS", 1) / find("SECKILL.TRY success", 1),
+            0.9,
+        ),
+        (
+            "SECKILL.TRY HOLD >= 0.8x plain TRY at -P 16",
+            find("SECKILL.TRY success, HOLD", 16) / find("SECKILL.TRY success", 16),
+            0.8,
         ),
         (
             "memory per buyer below a SET member",

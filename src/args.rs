@@ -100,6 +100,7 @@ pub struct InitArgs<'a> {
     pub start_ms: Option<u64>,
     pub end_ms: Option<u64>,
     pub events: Option<&'a [u8]>,
+    pub events_maxlen: Option<u64>,
     pub replace: bool,
 }
 
@@ -109,8 +110,9 @@ fn unset_if_zero(raw: &[u8], what: &str) -> ArgResult<Option<u64>> {
     Ok(Some(integer(raw, what, 0, MAX_MS)?).filter(|&value| value > 0))
 }
 
-/// `SECKILL.INIT key stock [LIMIT n] [HOLD ms] [START unix_ms] [END unix_ms] [EVENTS stream]
-/// [REPLACE]`; HOLD 0, START 0 and END 0 are the same as leaving them out.
+/// `SECKILL.INIT key stock [LIMIT n] [HOLD ms] [START unix_ms] [END unix_ms] [EVENTS stream
+/// [MAXLEN n]] [REPLACE]`; HOLD 0, START 0, END 0 and MAXLEN 0 are the same as leaving them
+/// out.
 pub fn init<'a>(rest: &'a [&'a [u8]]) -> ArgResult<InitArgs<'a>> {
     let (stock, options_rest) = rest.split_first().ok_or(ArgError::Arity)?;
     let mut parsed = InitArgs {
@@ -120,6 +122,7 @@ pub fn init<'a>(rest: &'a [&'a [u8]]) -> ArgResult<InitArgs<'a>> {
         start_ms: None,
         end_ms: None,
         events: None,
+        events_maxlen: None,
         replace: false,
     };
     options(options_rest, |name, value| {
@@ -129,6 +132,9 @@ pub fn init<'a>(rest: &'a [&'a [u8]]) -> ArgResult<InitArgs<'a>> {
             "START" => parsed.start_ms = unset_if_zero(value_of(name, value)?, "START unix_ms")?,
             "END" => parsed.end_ms = unset_if_zero(value_of(name, value)?, "END unix_ms")?,
             "EVENTS" => parsed.events = Some(identifier(value_of(name, value)?, "EVENTS stream")?),
+            "MAXLEN" => {
+                parsed.events_maxlen = unset_if_zero(value_of(name, value)?, "MAXLEN")?;
+            }
             "REPLACE" => {
                 parsed.replace = true;
                 return Ok(false);
@@ -141,6 +147,11 @@ pub fn init<'a>(rest: &'a [&'a [u8]]) -> ArgResult<InitArgs<'a>> {
         && end <= start
     {
         return Err(ArgError::Invalid("ERR END must be after START".to_string()));
+    }
+    if parsed.events_maxlen.is_some() && parsed.events.is_none() {
+        return Err(ArgError::Invalid(
+            "ERR MAXLEN trims the EVENTS stream: give EVENTS too".to_string(),
+        ));
     }
     Ok(parsed)
 }
@@ -256,15 +267,65 @@ pub fn settle<'a>(rest: &[&'a [u8]]) -> ArgResult<&'a [u8]> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReplayArgs<'a, 'r> {
     pub now_ms: u64,
+    /// The stream entries the master wrote for the change, which a replica writes alike.
+    pub entries: Option<ReplayedEntries<'a>>,
     pub command: &'a [u8],
     pub args: &'r [&'a [u8]],
 }
 
-/// `SECKILL._REPLAY key now_ms COMMAND args...`
+/// `STREAM ids length`: the entries' IDs, comma-separated in the order of the change's events
+/// (empty for an entry the master could not write), and the stream's length afterwards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplayedEntries<'a> {
+    pub ids: &'a [u8],
+    pub length: u64,
+}
+
+impl<'a> ReplayedEntries<'a> {
+    /// Each event's entry ID (`None`: no entry), or an error for a malformed list.
+    pub fn ids(self) -> impl Iterator<Item = ArgResult<Option<(u64, u64)>>> + 'a {
+        self.ids
+            .split(|b| *b == b',')
+            .map(|id| (!id.is_empty()).then(|| stream_id(id)).transpose())
+    }
+}
+
+/// A stream entry ID, `ms-seq`.
+pub fn stream_id(text: &[u8]) -> ArgResult<(u64, u64)> {
+    let bad = || ArgError::Invalid(format!("ERR invalid stream ID '{}'", printable(text)));
+    let dash = text.iter().position(|b| *b == b'-').ok_or_else(bad)?;
+    let part = |digits: &[u8]| -> ArgResult<u64> {
+        if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+            return Err(bad());
+        }
+        std::str::from_utf8(digits)
+            .ok()
+            .and_then(|d| d.parse().ok())
+            .ok_or_else(bad)
+    };
+    Ok((part(&text[..dash])?, part(&text[dash + 1..])?))
+}
+
+/// `SECKILL._REPLAY key now_ms [STREAM ids length] COMMAND args...`
 pub fn replay<'a, 'r>(rest: &'r [&'a [u8]]) -> ArgResult<ReplayArgs<'a, 'r>> {
+    let [now, rest @ ..] = rest else {
+        return Err(ArgError::Arity);
+    };
+    let now_ms = integer(now, "now_ms", 0, MAX_MS)?;
+    let (entries, rest) = match rest {
+        [marker, ids, length, rest @ ..] if marker.eq_ignore_ascii_case(b"STREAM") => (
+            Some(ReplayedEntries {
+                ids,
+                length: integer(length, "stream length", 0, MAX_MS)?,
+            }),
+            rest,
+        ),
+        _ => (None, rest),
+    };
     match rest {
-        [now, command, args @ ..] => Ok(ReplayArgs {
-            now_ms: integer(now, "now_ms", 0, MAX_MS)?,
+        [command, args @ ..] => Ok(ReplayArgs {
+            now_ms,
+            entries,
             command,
             args,
         }),
@@ -424,8 +485,25 @@ mod tests {
                 start_ms: None,
                 end_ms: None,
                 events: None,
+                events_maxlen: None,
                 replace: false
             })
+        );
+        let parsed = init(&[b"10", b"EVENTS", b"s", b"maxlen", b"500"]).unwrap();
+        assert_eq!(
+            (parsed.events, parsed.events_maxlen),
+            (Some(&b"s"[..]), Some(500))
+        );
+        let unset = init(&[b"10", b"EVENTS", b"s", b"MAXLEN", b"0"]).unwrap();
+        assert_eq!(
+            unset.events_maxlen, None,
+            "MAXLEN 0 is unset, as INFO prints it"
+        );
+        assert_eq!(
+            init(&[b"10", b"MAXLEN", b"5"]),
+            Err(invalid(
+                "ERR MAXLEN trims the EVENTS stream: give EVENTS too"
+            ))
         );
         let parsed = init(&[b"10", b"replace", b"Limit", b"3"]).unwrap();
         assert_eq!((parsed.limit, parsed.replace), (3, true));
@@ -533,11 +611,40 @@ mod tests {
             replay(&args),
             Ok(ReplayArgs {
                 now_ms: 17,
+                entries: None,
                 command: b"TRY",
                 args: &args[2..]
             })
         );
         assert_eq!(replay(&args[..1]), Err(ArgError::Arity));
+        let args: [&[u8]; 6] = [b"17", b"stream", b"5-0,,5-1", b"9", b"TRY", b"u"];
+        let parsed = replay(&args).unwrap();
+        let entries = parsed.entries.unwrap();
+        assert_eq!(entries.length, 9);
+        assert_eq!((parsed.command, parsed.args), (&b"TRY"[..], &args[5..]));
+        let ids: Vec<_> = entries.ids().collect();
+        assert_eq!(ids, [Ok(Some((5, 0))), Ok(None), Ok(Some((5, 1)))]);
+        let none = ReplayedEntries {
+            ids: b"",
+            length: 0,
+        };
+        assert_eq!(
+            none.ids().collect::<Vec<_>>(),
+            [Ok(None)],
+            "one entry, not written"
+        );
+        assert_eq!(replay(&args[..4]), Err(ArgError::Arity));
+        for bad in [
+            &b"5"[..],
+            b"-1",
+            b"5-",
+            b"a-1",
+            b"1-2-3",
+            b"99999999999999999999-0",
+        ] {
+            assert!(stream_id(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(stream_id(b"18446744073709551615-7"), Ok((u64::MAX, 7)));
     }
 
     #[test]

@@ -518,7 +518,7 @@ fn a_replica_and_an_aof_replay_reproduce_both_keys_byte_for_byte() {
         &mut con,
         &["SECKILL.ABSORB", "{s}", "back", "2", "FROM", "{t}"],
     );
-    wait_replicas(&master, 1);
+    wait_replicas(&mut con, 1);
     let keys = ["{s}", "{t}", "{s}:ev"];
     let on_master: Vec<Vec<u8>> = keys.iter().map(|k| dump(&mut con, k)).collect();
     let mut on_replica = replica.con();

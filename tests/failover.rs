@@ -161,7 +161,7 @@ fn lose_a_grant_and_fail_over(promotion: Promotion, module_args: &[&str]) -> (i6
         .arg("a")
         .query(&mut con)
         .unwrap();
-    wait_replicas(&master, 1);
+    wait_replicas(&mut con, 1);
     // Freeze the replica and cut its link, so what follows stays on the master (data already
     // in the socket would otherwise reach the replica when it resumes).
     signal(&replica, libc::SIGSTOP);

@@ -318,7 +318,7 @@ fn run(module_args: &[&str], rounds: usize) -> (Vec<Call>, Final) {
             .arg(LIMIT)
             .query(&mut con)
             .unwrap();
-        common::wait_replicas(&master, 1);
+        common::wait_replicas(&mut con, 1);
         *shared.sale.lock().unwrap() = sale.clone();
         sales.push(sale.clone());
         if threads.is_empty() {

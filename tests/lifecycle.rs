@@ -618,7 +618,7 @@ fn a_replica_and_an_aof_replay_match_the_master_byte_for_byte() {
     int(&mut con, &["SECKILL.RESTOCK", "plain", "4"]);
     int(&mut con, &["SECKILL.TRY", "plain", "b"]);
     let plain = dump(&mut con, "plain");
-    wait_replicas(&master, 1);
+    wait_replicas(&mut con, 1);
 
     let mut on_replica = replica.con();
     let sale = dump(&mut con, "{s}");
@@ -658,7 +658,7 @@ fn a_replica_never_expires_holds_until_promoted() {
         &["SECKILL.INIT", "s", "1", "HOLD", "100", "EVENTS", "ev"],
     );
     int(&mut con, &["SECKILL.TRY", "s", "alice"]);
-    wait_replicas(&master, 1);
+    wait_replicas(&mut con, 1);
     let mut on_replica = replica.con();
     let held = dump(&mut on_replica, "s");
     master.kill();
@@ -715,4 +715,153 @@ fn cluster_mode_requires_the_stream_in_the_sale_slot() {
     );
     assert_eq!(int(&mut con, &["SECKILL.TRY", "{sale:1}", "alice"]), 4);
     assert_eq!(stream(&mut con, "{sale:1}:events").len(), 1);
+}
+
+/// Entries are written through the module stream API: readers blocked on the stream wake up,
+/// and the `xadd` keyspace notification fires as for XADD.
+#[test]
+fn stream_entries_wake_blocked_readers_and_notify() {
+    let server = Server::start_with(&["--notify-keyspace-events", "KEA"]);
+    let mut con = server.con();
+    ok(
+        &mut con,
+        &["SECKILL.INIT", "{w}", "5", "EVENTS", "{w}:events"],
+    );
+    let mut reader = server.con();
+    let blocked = std::thread::spawn(move || {
+        let reply: Value = redis::cmd("XREAD")
+            .arg("BLOCK")
+            .arg(20_000)
+            .arg("STREAMS")
+            .arg("{w}:events")
+            .arg("$")
+            .query(&mut reader)
+            .unwrap();
+        reply
+    });
+    common::wait_until(Duration::from_secs(10), "the reader blocks", || {
+        let info: String = redis::cmd("INFO").arg("clients").query(&mut con).unwrap();
+        info.contains("blocked_clients:1")
+    });
+    let mut subscriber = server.con();
+    let mut pubsub = subscriber.as_pubsub();
+    pubsub.psubscribe("__keyevent@*__:xadd").unwrap();
+    pubsub
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert_eq!(int(&mut con, &["SECKILL.TRY", "{w}", "alice"]), 4);
+    let woke = blocked.join().unwrap();
+    assert!(format!("{woke:?}").contains("alice"), "{woke:?}");
+    let message = pubsub.get_message().unwrap();
+    assert_eq!(message.get_channel_name(), "__keyevent@0__:xadd");
+    assert_eq!(message.get_payload::<String>().unwrap(), "{w}:events");
+}
+
+/// `EVENTS stream MAXLEN n` keeps the stream near n entries (whole nodes trimmed, as
+/// `XADD MAXLEN ~`), and the replica and the AOF trim to exactly the length the master left.
+#[test]
+fn maxlen_trims_the_stream_alike_on_master_replica_and_aof() {
+    let mut master = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let replica = Server::start();
+    replicate(&replica, &master);
+    let mut con = master.con();
+    ok(
+        &mut con,
+        &[
+            "SECKILL.INIT",
+            "{m}",
+            "10000",
+            "HOLD",
+            "60000",
+            "EVENTS",
+            "{m}:ev",
+            "MAXLEN",
+            "50",
+        ],
+    );
+    assert_eq!(field(&mut con, &["SECKILL.INFO", "{m}"], "maxlen"), 50);
+    let mut pipe = redis::pipe();
+    for user in 0..1_000 {
+        pipe.cmd("SECKILL.TRY").arg("{m}").arg(format!("u{user}"));
+    }
+    let _: Vec<i64> = pipe.query(&mut con).unwrap();
+    let length = int(&mut con, &["XLEN", "{m}:ev"]);
+    // At least MAXLEN, and less than one node (stream-node-max-entries, 100) above it.
+    assert!((50..150).contains(&length), "XLEN {length}");
+    let last = stream(&mut con, "{m}:ev").pop().unwrap();
+    assert_eq!(last.get("user"), "u999", "the newest entries are kept");
+    wait_replicas(&mut con, 1);
+    let mut on_replica = replica.con();
+    assert_eq!(
+        int(&mut on_replica, &["SECKILL.BOUGHT", "{m}", "u999"]),
+        1,
+        "{}",
+        replica.log()
+    );
+    assert_eq!(
+        stream(&mut on_replica, "{m}:ev"),
+        stream(&mut con, "{m}:ev"),
+        "{}",
+        replica.log()
+    );
+    assert_eq!(dump(&mut on_replica, "{m}:ev"), dump(&mut con, "{m}:ev"));
+    let events = stream(&mut con, "{m}:ev");
+    master.kill_and_restart();
+    let mut con = master.con();
+    assert_eq!(stream(&mut con, "{m}:ev"), events, "AOF replay");
+    assert_eq!(field(&mut con, &["SECKILL.INFO", "{m}"], "maxlen"), 50);
+    assert!(common::error(&mut con, &["SECKILL.INIT", "x", "1", "MAXLEN", "5"]).contains("EVENTS"));
+}
+
+/// Module 0.3 replicated a change as `_REPLAY` followed by its own XADD with the ID: such an
+/// AOF still loads to one entry per change, not two.
+#[test]
+fn an_aof_of_module_0_3_replays_its_stream_entries_once() {
+    let mut server = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut con = server.con();
+    ok(
+        &mut con,
+        &[
+            "SECKILL.INIT",
+            "{o}",
+            "5",
+            "HOLD",
+            "60000",
+            "EVENTS",
+            "{o}:ev",
+        ],
+    );
+    let now = server_now_ms(&mut con).to_string();
+    let id = format!("{now}-0");
+    let order = "30313233-3435-8637-8839-616263646566";
+    let old_form: Vec<Vec<Vec<u8>>> = [
+        vec!["SECKILL._REPLAY", "{o}", &now, "TRY", "alice"],
+        vec![
+            "XADD",
+            "{o}:ev",
+            &id,
+            "event",
+            "purchase",
+            "user",
+            "alice",
+            "qty",
+            "1",
+            "order",
+            order,
+            "remaining",
+            "4",
+        ],
+    ]
+    .iter()
+    .map(|argv| argv.iter().map(|a| a.as_bytes().to_vec()).collect())
+    .collect();
+    server.crash_and_append_to_aof(&old_form);
+    let mut con = server.con();
+    assert_eq!(int(&mut con, &["SECKILL.BOUGHT", "{o}", "alice"]), 1);
+    let events = stream(&mut con, "{o}:ev");
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(
+        (events[0].id.as_str(), events[0].get("user")),
+        (id.as_str(), "alice")
+    );
 }

@@ -533,7 +533,7 @@ fn replica_mirrors_state_and_continues_fences_after_promotion() {
     let handed = std::thread::spawn(move || acquire(&mut waiter, "r", "b", 60_000, Some(5_000)));
     assert_eq!(handed.join().unwrap(), Some(2));
     int(&mut con, &["LOCK.EXTEND", "r", "b", "120000"]);
-    wait_replicas(&master, 1);
+    wait_replicas(&mut con, 1);
     let mut rcon = replica.con();
     let digest = |c: &mut redis::Connection| -> Vec<String> {
         redis::cmd("DEBUG")

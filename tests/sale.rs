@@ -31,6 +31,7 @@ fn expected_info(stock: i64, remaining: i64, buyers: i64, limit: i64) -> Vec<(St
         ("lent", 0),
         ("absorbed", 0),
         ("pending_out", 0),
+        ("maxlen", 0),
     ]
     .iter()
     .map(|(n, v)| (n.to_string(), *v))
@@ -457,7 +458,7 @@ fn replica_ends_in_identical_state() {
             &[b"SECKILL.TRY", b"s", format!("u{i}").as_bytes()],
         );
     }
-    wait_replicas(&master, 1);
+    wait_replicas(&mut con, 1);
     let mut replica_con = replica.con();
     for key in ["s", "before-sync"] {
         assert_eq!(

@@ -2,11 +2,13 @@
 
 pub mod lock;
 pub mod sale;
+pub mod stream;
 pub mod timer;
 
 use crate::args::ArgError;
 use redis_module::native_types::RedisType;
 use redis_module::{Context, ContextFlags, RedisError, RedisResult, RedisString, RedisValue, raw};
+use std::ffi::CStr;
 use std::mem::ManuallyDrop;
 use std::os::raw::c_int;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -107,6 +109,123 @@ pub fn internal_only(ctx: &Context, command: &str) -> Result<(), RedisError> {
     Err(RedisError::String(format!(
         "ERR {command} is internal: only the replication link and AOF loading may call it"
     )))
+}
+
+/// Module strings for one call (replication arguments, stream fields), in order, each released
+/// when dropped; up to 16 allocate nothing on the Rust side.
+pub struct TempStrings {
+    ctx: *mut raw::RedisModuleCtx,
+    inline: [*mut raw::RedisModuleString; 16],
+    len: usize,
+    /// All of them, once there are more than `inline` holds.
+    spilled: Vec<*mut raw::RedisModuleString>,
+}
+
+impl TempStrings {
+    pub fn new(ctx: &Context) -> TempStrings {
+        TempStrings {
+            ctx: ctx.ctx,
+            inline: [std::ptr::null_mut(); 16],
+            len: 0,
+            spilled: Vec::new(),
+        }
+    }
+
+    /// Takes ownership of `string`, returning it.
+    pub fn keep(&mut self, string: *mut raw::RedisModuleString) -> *mut raw::RedisModuleString {
+        if self.spilled.is_empty() && self.len < self.inline.len() {
+            self.inline[self.len] = string;
+            self.len += 1;
+        } else {
+            if self.spilled.is_empty() {
+                self.spilled.extend_from_slice(&self.inline[..self.len]);
+            }
+            self.spilled.push(string);
+        }
+        string
+    }
+
+    /// Another reference to a string someone else owns (e.g. the command's key).
+    ///
+    /// # Safety
+    /// `string` must be a valid module string.
+    pub unsafe fn retain(
+        &mut self,
+        string: *mut raw::RedisModuleString,
+    ) -> *mut raw::RedisModuleString {
+        unsafe { raw::RedisModule_RetainString.expect("RetainString")(self.ctx, string) };
+        self.keep(string)
+    }
+
+    pub fn bytes(&mut self, bytes: &[u8]) -> *mut raw::RedisModuleString {
+        self.keep(unsafe {
+            raw::RedisModule_CreateString.expect("CreateString")(
+                self.ctx,
+                bytes.as_ptr().cast(),
+                bytes.len(),
+            )
+        })
+    }
+
+    pub fn int(&mut self, n: u64) -> *mut raw::RedisModuleString {
+        self.keep(unsafe {
+            raw::RedisModule_CreateStringFromLongLong.expect("CreateStringFromLongLong")(
+                self.ctx,
+                n as std::os::raw::c_longlong,
+            )
+        })
+    }
+
+    /// Every string kept, in order.
+    pub fn all(&self) -> &[*mut raw::RedisModuleString] {
+        if self.spilled.is_empty() {
+            &self.inline[..self.len]
+        } else {
+            &self.spilled
+        }
+    }
+}
+
+impl Drop for TempStrings {
+    fn drop(&mut self) {
+        for string in self.all() {
+            unsafe { raw::RedisModule_FreeString.expect("FreeString")(self.ctx, *string) };
+        }
+    }
+}
+
+/// `RM_Replicate(command, argv...)` for module strings the caller holds (Redis takes its own
+/// references): no argument copied, no C string built per call.
+pub fn replicate_strings(ctx: &Context, command: &CStr, argv: &[*mut raw::RedisModuleString]) {
+    unsafe {
+        raw::RedisModule_Replicate.expect("Replicate")(
+            ctx.ctx,
+            command.as_ptr(),
+            c"v".as_ptr(),
+            argv.as_ptr(),
+            argv.len(),
+        )
+    };
+}
+
+/// A keyspace notification with a static event name.
+///
+/// # Safety
+/// `key` must be a valid module string.
+pub unsafe fn notify(
+    ctx: &Context,
+    class: raw::NotifyEvent,
+    event: &CStr,
+    key: *mut raw::RedisModuleString,
+) {
+    unsafe {
+        raw::RedisModule_NotifyKeyspaceEvent.expect("NotifyKeyspaceEvent")(
+            ctx.ctx,
+            class.bits(),
+            event.as_ptr(),
+            key,
+        )
+    };
 }
 
 /// The server clock in unix milliseconds.

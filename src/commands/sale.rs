@@ -8,19 +8,20 @@
 //! command therefore writes no entry of its own. INIT replicates its effect (the new sale with
 //! its random order seed) as `SECKILL._RESTORE`.
 
+use super::stream::{self, Stream};
 use super::timer::{Fired, KeyTimer};
 use super::{
-    fields_reply, in_db, int, internal_only, is_resp3, now_ms, readable_value, selected_db,
-    start_array, writable_value,
+    TempStrings, fields_reply, in_db, int, internal_only, is_resp3, notify, now_ms, readable_value,
+    replicate_strings, selected_db, start_array, writable_value,
 };
 use crate::args::{self, ArgError};
 use crate::core::sale::{BuyerRow, EventKind, Sale, SaleConfig, SaleError, SaleEvent, TryOutcome};
 use crate::persist::{SALE_TYPE, encoding, set_sale};
 use crate::{slot, stats};
 use redis_module::{
-    CallOptionsBuilder, CallResult, Context, ContextFlags, KeyType, NotifyEvent, RedisError,
-    RedisResult, RedisString, RedisValue, raw,
+    Context, ContextFlags, NotifyEvent, RedisError, RedisResult, RedisString, RedisValue, raw,
 };
+use std::ffi::CStr;
 
 const SOLD_OUT: i64 = -1;
 const OVER_LIMIT: i64 = -2;
@@ -197,35 +198,25 @@ fn apply(sale: &mut Sale, op: &Op, now_ms: u64) -> RedisResult {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Origin {
+enum Origin<'a> {
     /// A client's command on this server.
     Client,
     /// The expiry timer on a master.
     Timer,
-    /// `SECKILL._REPLAY` from a master's replication stream or the AOF.
-    Replay,
+    /// `SECKILL._REPLAY` from a master's replication stream or the AOF, with the stream
+    /// entries to write (absent in the form of module 0.3 and older, whose XADDs follow it).
+    Replay(Option<args::ReplayedEntries<'a>>),
 }
 
-/// Refuses to go on when the stream key holds something else: the change and its entry
-/// happen together or not at all.
-fn check_stream(ctx: &Context, stream: &RedisString) -> Result<(), RedisError> {
-    match ctx.open_key(stream).key_type() {
-        KeyType::Empty | KeyType::Stream => Ok(()),
-        _ => Err(RedisError::Str(
-            "WRONGTYPE the sale's EVENTS key holds a value that is not a stream",
-        )),
-    }
-}
-
-fn notification(kind: EventKind) -> &'static str {
+fn notification(kind: EventKind) -> &'static CStr {
     match kind {
-        EventKind::Purchase => "seckill.try",
-        EventKind::Confirm => "seckill.confirm",
-        EventKind::Cancel => "seckill.cancel",
-        EventKind::Expire => "seckill.expire",
-        EventKind::Restock => "seckill.restock",
-        EventKind::Lend => "seckill.lend",
-        EventKind::Absorb => "seckill.absorb",
+        EventKind::Purchase => c"seckill.try",
+        EventKind::Confirm => c"seckill.confirm",
+        EventKind::Cancel => c"seckill.cancel",
+        EventKind::Expire => c"seckill.expire",
+        EventKind::Restock => c"seckill.restock",
+        EventKind::Lend => c"seckill.lend",
+        EventKind::Absorb => c"seckill.absorb",
     }
 }
 
@@ -246,49 +237,60 @@ fn count(event: &SaleEvent, holds: bool) {
     }
 }
 
-/// Appends one entry for `event`; Redis replicates it with the ID it chose. A move of stock
-/// also names its `transfer` id and the other sale key (`peer`).
+/// Writes the entry for `event` (with the next ID, or with `id` on a replica) and returns its
+/// ID, `None` if the stream refused it. A move of stock also names its `transfer` id and the
+/// other sale key (`peer`).
 fn append_entry(
     ctx: &Context,
-    stream: &RedisString,
+    stream: &Stream,
     sale: &Sale,
     event: &SaleEvent,
     transfer: Option<(&[u8], &[u8])>,
-) {
+    id: Option<(u64, u64)>,
+) -> Option<(u64, u64)> {
+    use stream::{Field, Value};
     let user = event
         .slot
         .map_or(&b""[..], |slot| sale.buyers().entry(slot).0);
-    let order = if event.order > 0 {
-        sale.order_uuid(event.order)
-    } else {
-        String::new()
-    };
-    let (qty, remaining) = (event.qty.to_string(), event.remaining.to_string());
-    let options = CallOptionsBuilder::new()
-        .replicate()
-        .errors_as_replies()
-        .build();
-    let mut fields: Vec<&[u8]> = vec![
-        stream.as_slice(),
-        b"*",
-        b"event",
-        event.kind.name().as_bytes(),
-        b"user",
-        user,
-        b"qty",
-        qty.as_bytes(),
-        b"order",
-        order.as_bytes(),
-        b"remaining",
-        remaining.as_bytes(),
+    let order = (event.order > 0).then(|| sale.order_uuid(event.order));
+    let mut fields = [
+        (Field::Event, Value::Bytes(event.kind.name().as_bytes())),
+        (Field::User, Value::Bytes(user)),
+        (Field::Qty, Value::Int(event.qty)),
+        (
+            Field::Order,
+            Value::Bytes(order.as_ref().map_or(&[], |o| &o[..])),
+        ),
+        (Field::Remaining, Value::Int(event.remaining)),
+        (Field::Transfer, Value::Bytes(&[])),
+        (Field::Peer, Value::Bytes(&[])),
     ];
-    if let Some((id, peer)) = transfer {
-        fields.extend([&b"transfer"[..], id, b"peer", peer]);
+    let used = match transfer {
+        Some((id, peer)) => {
+            fields[5].1 = Value::Bytes(id);
+            fields[6].1 = Value::Bytes(peer);
+            fields.len()
+        }
+        None => 5,
+    };
+    stream
+        .add(&fields[..used], id)
+        .map_err(|e| {
+            stats::EVENTS_FAILED.incr();
+            ctx.log_warning(&format!("seckill: could not append a sale event: {e}"));
+        })
+        .ok()
+}
+
+/// Appends the `index`th entry's ID to `ms-seq,ms-seq,...`, an empty one for an entry that
+/// could not be written.
+fn push_stream_id(ids: &mut Vec<u8>, index: usize, id: Option<(u64, u64)>) {
+    use std::io::Write;
+    if index > 0 {
+        ids.push(b',');
     }
-    let reply: CallResult = ctx.call_ext("XADD", &options, &fields[..]);
-    if let Err(e) = reply {
-        stats::EVENTS_FAILED.incr();
-        ctx.log_warning(&format!("seckill: could not append a sale event: {e}"));
+    if let Some((ms, seq)) = id {
+        let _ = write!(ids, "{ms}-{seq}");
     }
 }
 
@@ -356,27 +358,69 @@ fn mutate(
     now_ms: u64,
     origin: Origin,
 ) -> RedisResult {
-    let op = parse_op(key_name.as_slice(), command, rest, origin == Origin::Replay)?;
-    let key = ctx.open_key_writable(key_name);
-    let entry = writable_value::<SaleEntry>(&key, &SALE_TYPE)?.ok_or_else(no_sale)?;
-    let stream = match (&entry.sale.config().events, origin) {
-        (Some(name), Origin::Client | Origin::Timer) => Some(ctx.create_string(name.as_slice())),
+    let replayed = match origin {
+        Origin::Replay(entries) => Some(entries),
         _ => None,
     };
-    if let Some(stream) = &stream {
-        check_stream(ctx, stream)?;
-    }
+    let op = parse_op(key_name.as_slice(), command, rest, replayed.is_some())?;
+    let key = ctx.open_key_writable(key_name);
+    let entry = writable_value::<SaleEntry>(&key, &SALE_TYPE)?.ok_or_else(no_sale)?;
+    let config = entry.sale.config();
+    // A replay of the old form writes no entries: its master's XADDs follow it.
+    let writes_entries = config.events.is_some() && !matches!(replayed, Some(None));
+    let stream = match &config.events {
+        Some(name) if writes_entries => Some(Stream::open(ctx, name)?),
+        _ => None,
+    };
+    let mut replayed_ids = replayed.flatten().map(|entries| entries.ids());
     let reply = apply(&mut entry.sale, &op, now_ms)?;
     let sale = &entry.sale;
     if sale.changed() {
         let holds = sale.config().hold_ms.is_some();
-        for event in sale.events() {
+        let mut ids = Vec::new();
+        for (index, event) in sale.events().iter().enumerate() {
             count(event, holds);
             if let Some(stream) = &stream {
-                append_entry(ctx, stream, sale, event, op.transfer());
+                let given = match replayed_ids.as_mut().map(|ids| ids.next()) {
+                    Some(Some(Ok(id))) => id,
+                    Some(_) => {
+                        // The master wrote an entry this replay cannot name: skip it, as the
+                        // master did for one it could not write.
+                        stats::EVENTS_FAILED.incr();
+                        ctx.log_warning("seckill: a replayed change names no valid stream ID");
+                        None
+                    }
+                    None => None,
+                };
+                let skip = replayed_ids.is_some() && given.is_none();
+                let written = if skip {
+                    None
+                } else {
+                    append_entry(ctx, stream, sale, event, op.transfer(), given)
+                };
+                push_stream_id(&mut ids, index, written);
             }
-            ctx.notify_keyspace_event(NotifyEvent::MODULE, notification(event.kind), key_name);
+            // SAFETY: the key is the command's own argument, valid for the whole call.
+            unsafe {
+                notify(
+                    ctx,
+                    NotifyEvent::MODULE,
+                    notification(event.kind),
+                    key_name.inner,
+                )
+            };
         }
+        let length = stream.as_ref().map(|stream| {
+            match replayed.flatten() {
+                Some(entries) => stream.trim_exact(entries.length),
+                None => {
+                    if let Some(maxlen) = sale.config().events_maxlen {
+                        stream.trim_approx(maxlen);
+                    }
+                }
+            }
+            stream.length()
+        });
         let config = sale.config();
         // Without HOLD or a window the outcome depends on the sale alone, and without a
         // stream the command writes nothing else: the command itself then replays exactly,
@@ -388,14 +432,25 @@ fn mutate(
             && config.end_ms.is_none()
             && config.events.is_none()
             && !matches!(op, Op::Lend(_));
-        if origin == Origin::Replay || (self_contained && origin == Origin::Client) {
+        if replayed.is_some() || (self_contained && origin == Origin::Client) {
             ctx.replicate_verbatim();
         } else {
-            let now = now_ms.to_string();
-            let mut replayed: Vec<&[u8]> = Vec::with_capacity(3 + rest.len());
-            replayed.extend([key_name.as_slice(), now.as_bytes(), command]);
-            replayed.extend_from_slice(rest);
-            ctx.replicate("SECKILL._REPLAY", &replayed[..]);
+            // One command carries the change and its entries: no XADD beside it, so neither
+            // a second replication call nor a MULTI/EXEC around the two.
+            let mut argv = TempStrings::new(ctx);
+            // SAFETY: the key is the command's own argument, valid for the whole call.
+            unsafe { argv.retain(key_name.inner) };
+            argv.int(now_ms);
+            if let Some(length) = length {
+                argv.bytes(b"STREAM");
+                argv.bytes(&ids);
+                argv.int(length);
+            }
+            argv.bytes(command);
+            for arg in rest {
+                argv.bytes(arg);
+            }
+            replicate_strings(ctx, c"SECKILL._REPLAY", argv.all());
         }
         entry.sale.clear_events();
     }
@@ -426,7 +481,7 @@ pub fn init(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResul
                 "ERR the EVENTS stream must hash to the sale's slot: give both keys the same hash tag, e.g. {sale:1} and {sale:1}:events",
             ));
         }
-        check_stream(ctx, &ctx.create_string(stream))?;
+        Stream::open(ctx, stream)?;
     }
     let key = ctx.open_key_writable(key_name);
     if writable_value::<SaleEntry>(&key, &SALE_TYPE)?.is_some() && !parsed.replace {
@@ -441,6 +496,7 @@ pub fn init(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResul
         start_ms: parsed.start_ms,
         end_ms: parsed.end_ms,
         events: parsed.events.map(<[u8]>::to_vec),
+        events_maxlen: parsed.events_maxlen,
     };
     let sale = Sale::new(config, random_seed())?;
     let payload = encoding::encode_sale(&sale);
@@ -520,7 +576,7 @@ pub fn replay(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisRes
         replayed.command,
         replayed.args,
         replayed.now_ms,
-        Origin::Replay,
+        Origin::Replay(replayed.entries),
     )
 }
 
@@ -568,6 +624,7 @@ pub fn info(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResul
                 ("lent", int(s.lent)),
                 ("absorbed", int(s.absorbed)),
                 ("pending_out", int(s.pending_out)),
+                ("maxlen", optional_ms(sale.config().events_maxlen)),
             ],
         )
     })

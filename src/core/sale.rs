@@ -50,6 +50,8 @@ pub struct SaleConfig {
     pub end_ms: Option<u64>,
     /// The stream every state change is written to.
     pub events: Option<Vec<u8>>,
+    /// The stream is trimmed to about this many entries (approximately, whole nodes).
+    pub events_maxlen: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -318,7 +320,10 @@ impl Sale {
 
     /// The UUID of order number `order`: version 8 (RFC 9562), derived from the sale's random
     /// seed so it costs no storage and replays identically; unique within the sale.
-    pub fn order_uuid(&self, order: u64) -> String {
+    /// The order's UUID in its 36-character text form, written without allocating: it is
+    /// formatted for every purchase of a sale with a stream.
+    pub fn order_uuid(&self, order: u64) -> [u8; 36] {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
         let seed = self.totals.seed;
         let mut bytes = [0u8; 16];
         bytes[..8].copy_from_slice(&seed[..8]);
@@ -326,15 +331,17 @@ impl Sale {
         let low = (scramble62(order) ^ tail) & ((1 << 62) - 1) | (0b10 << 62);
         bytes[8..].copy_from_slice(&low.to_be_bytes());
         bytes[6] = (bytes[6] & 0x0f) | 0x80;
-        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        format!(
-            "{}-{}-{}-{}-{}",
-            &hex[..8],
-            &hex[8..12],
-            &hex[12..16],
-            &hex[16..20],
-            &hex[20..]
-        )
+        let mut text = [b'-'; 36];
+        let mut at = 0;
+        for (i, byte) in bytes.iter().enumerate() {
+            if matches!(i, 4 | 6 | 8 | 10) {
+                at += 1;
+            }
+            text[at] = HEX[usize::from(byte >> 4)];
+            text[at + 1] = HEX[usize::from(byte & 0x0f)];
+            at += 2;
+        }
+        text
     }
 
     /// Checks the arguments of a purchase without touching the sale.
@@ -1113,23 +1120,53 @@ mod tests {
     #[test]
     fn order_uuids_are_well_formed_distinct_and_seeded() {
         let sale = held(1, 1, 1);
-        let uuid = sale.order_uuid(1);
+        let text = |n| String::from_utf8(sale.order_uuid(n).to_vec()).unwrap();
+        let uuid = text(1);
         assert_eq!(uuid.len(), 36);
+        assert_eq!(
+            [8, 13, 18, 23].map(|i| &uuid[i..=i]),
+            ["-"; 4],
+            "8-4-4-4-12 groups"
+        );
+        assert!(
+            uuid.chars()
+                .all(|c| c == '-' || c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+        );
         assert_eq!(&uuid[14..15], "8", "version 8");
         assert!(
             matches!(&uuid[19..20], "8" | "9" | "a" | "b"),
             "RFC variant"
         );
-        let all: std::collections::HashSet<String> =
-            (1..10_000).map(|n| sale.order_uuid(n)).collect();
+        let all: std::collections::HashSet<String> = (1..10_000).map(text).collect();
         assert_eq!(all.len(), 9_999);
-        assert_eq!(
-            uuid[..18],
-            sale.order_uuid(2)[..18],
-            "the first 8 bytes name the sale"
-        );
+        assert_eq!(uuid[..18], text(2)[..18], "the first 8 bytes name the sale");
         let other = Sale::new(config(1, 1), [8; 16]).unwrap();
-        assert_ne!(other.order_uuid(1), uuid);
+        assert_ne!(other.order_uuid(1), sale.order_uuid(1));
+    }
+
+    #[test]
+    fn order_uuid_text_is_the_one_0_3_wrote() {
+        // Module 0.3 formatted the bytes with `format!`: streams written then must not change.
+        let sale = Sale::new(config(1, 1), *b"0123456789abcdef").unwrap();
+        for order in (1..2_000).chain([u64::MAX / 3, u64::MAX]) {
+            let seed = *b"0123456789abcdef";
+            let mut bytes = [0u8; 16];
+            bytes[..8].copy_from_slice(&seed[..8]);
+            let tail = u64::from_be_bytes(seed[8..].try_into().unwrap());
+            let low = (scramble62(order) ^ tail) & ((1 << 62) - 1) | (0b10 << 62);
+            bytes[8..].copy_from_slice(&low.to_be_bytes());
+            bytes[6] = (bytes[6] & 0x0f) | 0x80;
+            let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            let reference = format!(
+                "{}-{}-{}-{}-{}",
+                &hex[..8],
+                &hex[8..12],
+                &hex[12..16],
+                &hex[16..20],
+                &hex[20..]
+            );
+            assert_eq!(sale.order_uuid(order), reference.as_bytes());
+        }
     }
 
     #[test]

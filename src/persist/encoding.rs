@@ -10,7 +10,7 @@ use crate::core::escrow::{Ledger, Leg, Transfer};
 use crate::core::lock::{Holder, Lock};
 use crate::core::sale::{Sale, SaleConfig, SaleTotals};
 
-pub const SALE_VERSION: u32 = 3;
+pub const SALE_VERSION: u32 = 4;
 pub const LOCK_VERSION: u32 = 1;
 
 #[derive(Debug, PartialEq, Eq)]
@@ -54,7 +54,8 @@ fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
-/// v3: `stock limit hold_ms start_ms end_ms events seed restocked refunded orders lent absorbed
+/// v4: `stock limit hold_ms start_ms end_ms events events_maxlen seed restocked refunded orders
+/// lent absorbed
 /// transfer_count (id kind units [peer started_ms])* count (user final held expires_at
 /// order)*`; integers are varints, `events`, `seed`, ids and peers are length-prefixed bytes,
 /// and 0 or empty means "not set". A transfer's kind is 0 (lent, pending: peer and start
@@ -77,6 +78,7 @@ pub fn encode_sale(sale: &Sale) -> Vec<u8> {
         put_varint(&mut out, value);
     }
     put_bytes(&mut out, config.events.as_deref().unwrap_or_default());
+    put_varint(&mut out, config.events_maxlen.unwrap_or(0));
     put_bytes(&mut out, &totals.seed);
     for value in [
         totals.restocked,
@@ -125,8 +127,7 @@ pub fn decode_sale(bytes: &[u8], version: u32) -> Decoded<Sale> {
     let mut reader = Reader { bytes, pos: 0 };
     match version {
         1 => decode_sale_v1(&mut reader),
-        2 => decode_sale_v2_or_v3(&mut reader, false),
-        3 => decode_sale_v2_or_v3(&mut reader, true),
+        2..=4 => decode_sale_v2_to_v4(&mut reader, version),
         _ => Err(DecodeError("unknown sale encoding version")),
     }
 }
@@ -180,8 +181,9 @@ fn decode_sale_v1(reader: &mut Reader) -> Decoded<Sale> {
     restored(config, SaleTotals::default(), Ledger::default(), records)
 }
 
-/// v3 is v2 with the transfer ledger between the totals and the buyers.
-fn decode_sale_v2_or_v3(reader: &mut Reader, with_ledger: bool) -> Decoded<Sale> {
+/// v3 is v2 with the transfer ledger between the totals and the buyers; v4 is v3 with the
+/// stream's MAXLEN after its name.
+fn decode_sale_v2_to_v4(reader: &mut Reader, version: u32) -> Decoded<Sale> {
     let optional = |value: u64| (value != 0).then_some(value);
     let stock = reader.varint()?;
     let limit = reader.varint()?;
@@ -189,6 +191,11 @@ fn decode_sale_v2_or_v3(reader: &mut Reader, with_ledger: bool) -> Decoded<Sale>
     let start_ms = optional(reader.varint()?);
     let end_ms = optional(reader.varint()?);
     let events = reader.bytes()?;
+    let events_maxlen = if version >= 4 {
+        optional(reader.varint()?)
+    } else {
+        None
+    };
     let seed = reader
         .bytes()?
         .try_into()
@@ -199,7 +206,7 @@ fn decode_sale_v2_or_v3(reader: &mut Reader, with_ledger: bool) -> Decoded<Sale>
         refunded: reader.varint()?,
         orders: reader.varint()?,
     };
-    let ledger = if with_ledger {
+    let ledger = if version >= 3 {
         decode_ledger(reader)?
     } else {
         Ledger::default()
@@ -225,6 +232,7 @@ fn decode_sale_v2_or_v3(reader: &mut Reader, with_ledger: bool) -> Decoded<Sale>
         start_ms,
         end_ms,
         events: (!events.is_empty()).then(|| events.to_vec()),
+        events_maxlen,
     };
     restored(config, totals, ledger, records)
 }
@@ -318,6 +326,10 @@ mod tests {
 
     /// The sale stored in `tests/fixtures/sale-v2.bin`: every kind of record and total.
     fn fixture_sale() -> Sale {
+        fixture_sale_with_maxlen(None)
+    }
+
+    fn fixture_sale_with_maxlen(events_maxlen: Option<u64>) -> Sale {
         let config = SaleConfig {
             stock: 100,
             limit: 3,
@@ -325,6 +337,7 @@ mod tests {
             start_ms: Some(T0),
             end_ms: Some(T0 + 3_600_000),
             events: Some(b"{s}:events".to_vec()),
+            events_maxlen,
         };
         let mut sale = Sale::new(config, *b"0123456789abcdef").unwrap();
         for (user, qty) in [
@@ -349,7 +362,15 @@ mod tests {
     /// The sale stored in `tests/fixtures/sale-v3.bin`: the v2 fixture's sale plus a pending,
     /// a settled and an absorbed transfer.
     fn fixture_sale_v3() -> Sale {
-        let mut sale = fixture_sale();
+        with_transfers(fixture_sale())
+    }
+
+    /// The sale stored in `tests/fixtures/sale-v4.bin`: the v3 fixture's with a stream MAXLEN.
+    fn fixture_sale_v4() -> Sale {
+        with_transfers(fixture_sale_with_maxlen(Some(1_000)))
+    }
+
+    fn with_transfers(mut sale: Sale) -> Sale {
         assert_eq!(sale.lend(b"t-pending", 4, b"{s}:p2", T0 + 4), Ok(4));
         assert_eq!(sale.lend(b"t-settled", 2, b"{s}:p3", T0 + 5), Ok(2));
         assert_eq!(sale.settle_transfer(b"t-settled"), Ok(true));
@@ -418,8 +439,18 @@ mod tests {
             (&b"t-pending"[..], 4, &b"{s}:p2"[..], T0 + 4)
         );
         assert_eq!(sale.ledger().len(), 3);
-        assert_eq!(encode_sale(&sale), bytes, "v3 is the current sale encoding");
-        assert_eq!(encode_sale(&fixture_sale_v3()), bytes);
+        assert_eq!(sale.config().events_maxlen, None, "v3 had no MAXLEN");
+        assert_eq!(encode_sale(&sale), encode_sale(&fixture_sale_v3()));
+    }
+
+    #[test]
+    fn sale_v4_fixture_still_decodes() {
+        let bytes = fixture("sale-v4.bin");
+        let sale = decode_sale(&bytes, 4).unwrap();
+        assert_eq!(sale.config().events_maxlen, Some(1_000));
+        assert_eq!(sale.summary(T0 + 10), fixture_sale_v3().summary(T0 + 10));
+        assert_eq!(encode_sale(&sale), bytes, "v4 is the current sale encoding");
+        assert_eq!(encode_sale(&fixture_sale_v4()), bytes);
     }
 
     #[test]
@@ -434,7 +465,7 @@ mod tests {
 
     #[test]
     fn round_trips() {
-        let sale = fixture_sale_v3();
+        let sale = fixture_sale_v4();
         let back = decode_sale(&encode_sale(&sale), SALE_VERSION).unwrap();
         assert_eq!(back.summary(T0), sale.summary(T0));
         assert_eq!(encode_sale(&back), encode_sale(&sale));
@@ -447,9 +478,12 @@ mod tests {
 
     #[test]
     fn every_truncation_and_unknown_version_is_an_error() {
-        let sale = encode_sale(&fixture_sale_v3());
+        let sale = encode_sale(&fixture_sale_v4());
         for cut in 0..sale.len() {
-            assert!(decode_sale(&sale[..cut], 3).is_err(), "cut at {cut}");
+            assert!(
+                decode_sale(&sale[..cut], SALE_VERSION).is_err(),
+                "cut at {cut}"
+            );
         }
         let v2 = fixture("sale-v2.bin");
         for cut in 0..v2.len() {
@@ -463,14 +497,15 @@ mod tests {
         for cut in 0..lock.len() {
             assert!(decode_lock(&lock[..cut], 1).is_err(), "cut at {cut}");
         }
-        assert!(decode_sale(&sale, 4).is_err());
-        assert!(decode_sale(&sale, 1).is_err(), "v3 bytes are not v1");
-        assert!(decode_sale(&sale, 2).is_err(), "v3 bytes are not v2");
+        assert!(decode_sale(&sale, 5).is_err());
+        assert!(decode_sale(&sale, 1).is_err(), "v4 bytes are not v1");
+        assert!(decode_sale(&sale, 2).is_err(), "v4 bytes are not v2");
+        assert!(decode_sale(&sale, 3).is_err(), "v4 bytes are not v3");
         assert!(decode_lock(&lock, 0).is_err());
         let mut trailing = sale.clone();
         trailing.push(0);
         assert_eq!(
-            decode_sale(&trailing, 3).err(),
+            decode_sale(&trailing, SALE_VERSION).err(),
             Some(DecodeError("trailing bytes"))
         );
     }
@@ -542,7 +577,7 @@ mod tests {
         for (name, bytes) in [
             (
                 format!("sale-v{SALE_VERSION}.bin"),
-                encode_sale(&fixture_sale_v3()),
+                encode_sale(&fixture_sale_v4()),
             ),
             (
                 format!("lock-v{LOCK_VERSION}.bin"),

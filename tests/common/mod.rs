@@ -399,13 +399,14 @@ pub fn cluster_node_id(server: &Server) -> String {
         .expect("CLUSTER MYID")
 }
 
-/// Waits until every replica has acknowledged all writes so far (Redis' WAIT).
-pub fn wait_replicas(master: &Server, count: i64) {
-    let mut con = master.con();
+/// Waits until `count` replicas acknowledged every write made on `con` (Redis' WAIT counts
+/// from the connection's own last write: on a connection that wrote nothing it returns at
+/// once, so it must be the writer's).
+pub fn wait_replicas(con: &mut redis::Connection, count: i64) {
     let acked: i64 = redis::cmd("WAIT")
         .arg(count)
         .arg(10_000)
-        .query(&mut con)
+        .query(con)
         .unwrap();
     assert_eq!(acked, count, "replicas acknowledged");
 }
