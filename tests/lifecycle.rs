@@ -865,3 +865,34 @@ fn an_aof_of_module_0_3_replays_its_stream_entries_once() {
         (id.as_str(), "alice")
     );
 }
+
+/// SWAPDB takes a sale's hold-expiry timer along: the hold expires by timer in the database
+/// the sale went to, with nobody touching the key.
+#[test]
+fn swapdb_moves_a_sale_with_its_expiry_timer() {
+    let server = Server::start();
+    let mut con = server.con();
+    let _: () = redis::cmd("SELECT").arg(2).query(&mut con).unwrap();
+    ok(
+        &mut con,
+        &[
+            "SECKILL.INIT",
+            "{x}",
+            "3",
+            "HOLD",
+            "200",
+            "EVENTS",
+            "{x}:ev",
+        ],
+    );
+    int(&mut con, &["SECKILL.TRY", "{x}", "alice"]);
+    let _: () = redis::cmd("SWAPDB").arg(2).arg(3).query(&mut con).unwrap();
+    assert_eq!(int(&mut con, &["EXISTS", "{x}"]), 0, "the sale left db 2");
+    let _: () = redis::cmd("SELECT").arg(3).query(&mut con).unwrap();
+    let purchase = stream(&mut con, "{x}:ev").pop().unwrap();
+    let expired = next_event(&mut con, "{x}:ev", &purchase.id);
+    assert_eq!(
+        (expired.get("event"), expired.get("user")),
+        ("expire", "alice")
+    );
+}

@@ -682,3 +682,37 @@ fn churn_keeps_at_most_one_timer_per_key() {
         info_counter(&mut con, "timers") == 0
     });
 }
+
+fn select(con: &mut redis::Connection, db: i64) {
+    let _: () = redis::cmd("SELECT").arg(db).query(con).unwrap();
+}
+
+/// SWAPDB moves a lock with its waiters and handoff timer: the waiter gets the lock in the
+/// database the key went to, at the holder's deadline.
+#[test]
+fn swapdb_moves_a_lock_with_its_waiters() {
+    let server = Server::start_with(COUNTER_FENCES);
+    let mut con = server.con();
+    assert_eq!(acquire(&mut con, "l", "holder", 300, None), Some(1));
+    let mut waiter = server.con();
+    let waiting =
+        std::thread::spawn(move || acquire(&mut waiter, "l", "waiter", 60_000, Some(10_000)));
+    wait_until(Duration::from_secs(10), "the waiter blocks", || {
+        info_counter(&mut con, "lock_waiting_clients") == 1
+    });
+    let _: () = redis::cmd("SWAPDB").arg(0).arg(1).query(&mut con).unwrap();
+    assert_eq!(int(&mut con, &["EXISTS", "l"]), 0, "the lock left db 0");
+    assert_eq!(
+        waiting.join().unwrap(),
+        Some(2),
+        "granted at the holder's deadline"
+    );
+    select(&mut con, 1);
+    assert_eq!(
+        redis::cmd("LOCK.INFO")
+            .arg("l")
+            .query::<Vec<Value>>(&mut con)
+            .unwrap()[1],
+        Value::BulkString(b"waiter".to_vec())
+    );
+}

@@ -112,7 +112,7 @@ fn on_handoff_timer(ctx: &Context, fired: Fired) {
     if !ctx.get_flags().contains(ContextFlags::MASTER) {
         return;
     }
-    in_db(ctx, fired.home.db, || {
+    in_db(ctx, fired.home.db(), || {
         let key_name = ctx.create_string(fired.home.key.as_slice());
         let _ = with_lock(ctx, &key_name, false, |_, entry| {
             entry.timer.fired(&fired);
@@ -128,7 +128,7 @@ fn on_waiter_gone(ctx: &Context, id: WaiterId, why: Gone) {
     if why == Gone::TimedOut {
         stats::LOCK_TIMED_OUT.incr();
     }
-    in_db(ctx, home.db, || {
+    in_db(ctx, home.db(), || {
         let key_name = ctx.create_string(home.key);
         let _ = with_lock(ctx, &key_name, false, |_, entry| {
             entry.lock.remove_waiter(id)
@@ -156,7 +156,7 @@ pub fn release_orphaned_waiters(ctx: &Context) {
     let homes: Vec<(WaiterId, i32, Vec<u8>)> = with_homes(|homes| {
         homes
             .iter()
-            .map(|(id, h)| (*id, h.db, h.key.clone()))
+            .map(|(id, h)| (*id, h.db(), h.key.clone()))
             .collect()
     });
     for (id, db, key) in homes {

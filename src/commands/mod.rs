@@ -284,18 +284,92 @@ pub fn int(value: u64) -> RedisValue {
     RedisValue::Integer(value as i64)
 }
 
-/// Where a key lives, to find it again from a timer or a blocked client's callback.
-#[derive(Clone)]
+/// Where a key lives, to find it again from a timer or a blocked client's callback. The
+/// database is held by a name that follows its data through SWAPDB.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Home {
-    pub db: i32,
+    data_id: i32,
     pub key: Vec<u8>,
 }
 
 impl Home {
-    pub fn of(ctx: &Context, key_name: &RedisString) -> Home {
+    pub fn new(db: i32, key: &[u8]) -> Home {
         Home {
-            db: selected_db(ctx),
-            key: key_name.as_slice().to_vec(),
+            data_id: databases::data_in(db),
+            key: key.to_vec(),
+        }
+    }
+
+    pub fn of(ctx: &Context, key_name: &RedisString) -> Home {
+        Home::new(selected_db(ctx), key_name.as_slice())
+    }
+
+    /// The database that holds the key's data now.
+    pub fn db(&self) -> i32 {
+        databases::db_of(self.data_id)
+    }
+}
+
+/// Which database holds which data: SWAPDB exchanges two databases' contents, and whatever
+/// waits on a key there (a timer, a blocked client) must look for it in the other one.
+pub mod databases {
+    use std::sync::Mutex;
+
+    /// `DB_OF[data]` is the database holding the data first seen in database `data`; past the
+    /// end, each database still holds its own.
+    static DB_OF: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+    fn with<R>(f: impl FnOnce(&mut Vec<i32>) -> R) -> R {
+        f(&mut DB_OF
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()))
+    }
+
+    /// The name of the data database `db` holds now.
+    pub fn data_in(db: i32) -> i32 {
+        with(|map| map.iter().position(|&d| d == db).map_or(db, |i| i as i32))
+    }
+
+    pub fn db_of(data: i32) -> i32 {
+        with(|map| map.get(data as usize).copied().unwrap_or(data))
+    }
+
+    /// SWAPDB `a` `b` happened.
+    pub fn swapped(a: i32, b: i32) {
+        let (data_a, data_b) = (data_in(a), data_in(b));
+        with(|map| {
+            let needed = (data_a.max(data_b) + 1) as usize;
+            if map.len() < needed {
+                let start = map.len() as i32;
+                map.extend(start..needed as i32);
+            }
+            map.swap(data_a as usize, data_b as usize);
+        });
+    }
+
+    #[cfg(test)]
+    pub fn reset() {
+        with(Vec::clear);
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn data_follows_swaps() {
+            reset();
+            assert_eq!((data_in(3), db_of(3)), (3, 3));
+            swapped(0, 5);
+            assert_eq!((db_of(0), db_of(5)), (5, 0));
+            assert_eq!((data_in(5), data_in(0)), (0, 5));
+            swapped(5, 2);
+            // The data first in 0 went to 5, then to 2; 2's went to 5.
+            assert_eq!((db_of(0), db_of(2), db_of(5)), (2, 5, 0));
+            assert_eq!(db_of(9), 9);
+            swapped(2, 2);
+            assert_eq!(db_of(0), 2);
+            reset();
         }
     }
 }

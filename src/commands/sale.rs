@@ -254,7 +254,7 @@ fn append_entry(
         .map_or(&b""[..], |slot| sale.buyers().entry(slot).0);
     let order = (event.order > 0).then(|| sale.order_uuid(event.order));
     let mut fields = [
-        (Field::Event, Value::Bytes(event.kind.name().as_bytes())),
+        (Field::Event, Value::Kind(event.kind)),
         (Field::User, Value::Bytes(user)),
         (Field::Qty, Value::Int(event.qty)),
         (
@@ -285,13 +285,29 @@ fn append_entry(
 /// Appends the `index`th entry's ID to `ms-seq,ms-seq,...`, an empty one for an entry that
 /// could not be written.
 fn push_stream_id(ids: &mut Vec<u8>, index: usize, id: Option<(u64, u64)>) {
-    use std::io::Write;
     if index > 0 {
         ids.push(b',');
     }
     if let Some((ms, seq)) = id {
-        let _ = write!(ids, "{ms}-{seq}");
+        push_decimal(ids, ms);
+        ids.push(b'-');
+        push_decimal(ids, seq);
     }
+}
+
+/// `n` in decimal digits, without the formatting machinery (this runs for every purchase).
+fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
 }
 
 /// Keeps the sale's one expiry timer due no later than `due` (`None`: stops it).
@@ -325,7 +341,7 @@ pub fn arm_loaded(ctx: &Context, db: i32, key: &[u8], entry: &mut SaleEntry) {
 
 fn on_expiry_timer(ctx: &Context, fired: Fired) {
     let home = &fired.home;
-    in_db(ctx, home.db, || {
+    in_db(ctx, home.db(), || {
         let key_name = ctx.create_string(home.key.as_slice());
         {
             let key = ctx.open_key_writable(&key_name);
@@ -337,7 +353,7 @@ fn on_expiry_timer(ctx: &Context, fired: Fired) {
             if !ctx.get_flags().contains(ContextFlags::MASTER) {
                 if entry.sale.next_expiry().is_some() {
                     let recheck = now_ms() + REPLICA_RECHECK_MS;
-                    arm(ctx, home.db, &home.key, entry, Some(recheck));
+                    arm(ctx, home.db(), &home.key, entry, Some(recheck));
                 }
                 return;
             }
@@ -692,6 +708,24 @@ pub fn restore(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisRe
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stream_ids_are_written_as_the_replay_reads_them() {
+        let mut ids = Vec::new();
+        push_stream_id(&mut ids, 0, Some((1_796_301_964_785, 0)));
+        push_stream_id(&mut ids, 1, None);
+        push_stream_id(&mut ids, 2, Some((u64::MAX, 10)));
+        assert_eq!(ids, b"1796301964785-0,,18446744073709551615-10");
+        let entries = args::ReplayedEntries {
+            ids: &ids,
+            length: 0,
+        };
+        let parsed: Vec<_> = entries.ids().map(Result::unwrap).collect();
+        assert_eq!(
+            parsed,
+            [Some((1_796_301_964_785, 0)), None, Some((u64::MAX, 10))]
+        );
+    }
 
     #[test]
     fn settle_without_an_id_is_a_hold_expiry_only_when_replayed() {

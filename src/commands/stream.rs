@@ -5,6 +5,7 @@
 //! so both hold the same stream byte for byte.
 
 use super::{TempStrings, notify};
+use crate::core::sale::EventKind;
 use redis_module::{Context, RedisError, raw};
 use std::os::raw::{c_int, c_longlong};
 use std::ptr::null_mut;
@@ -35,12 +36,25 @@ const FIELD_NAMES: [&str; 7] = [
 /// Most fields an entry has.
 pub const MAX_FIELDS: usize = FIELD_NAMES.len();
 
+const EVENT_KINDS: [EventKind; 7] = [
+    EventKind::Purchase,
+    EventKind::Confirm,
+    EventKind::Cancel,
+    EventKind::Expire,
+    EventKind::Restock,
+    EventKind::Lend,
+    EventKind::Absorb,
+];
+
 pub enum Value<'a> {
     Bytes(&'a [u8]),
     Int(u64),
+    /// The event's name, a string made once.
+    Kind(EventKind),
 }
 
-struct Names([*mut raw::RedisModuleString; MAX_FIELDS]);
+/// The field names, then the event kinds' names.
+struct Names([*mut raw::RedisModuleString; MAX_FIELDS + EVENT_KINDS.len()]);
 
 // Created once on the main thread and never freed or changed: only their pointers are shared.
 unsafe impl Send for Names {}
@@ -50,12 +64,17 @@ static NAMES: OnceLock<Names> = OnceLock::new();
 
 fn names() -> &'static Names {
     NAMES.get_or_init(|| {
-        Names(FIELD_NAMES.map(|name| unsafe {
+        let mut words = [""; MAX_FIELDS + EVENT_KINDS.len()];
+        words[..MAX_FIELDS].copy_from_slice(&FIELD_NAMES);
+        for (word, kind) in words[MAX_FIELDS..].iter_mut().zip(EVENT_KINDS) {
+            *word = kind.name();
+        }
+        Names(words.map(|word| unsafe {
             // No context: a string that lives as long as the module.
             raw::RedisModule_CreateString.expect("CreateString")(
                 null_mut(),
-                name.as_ptr().cast(),
-                name.len(),
+                word.as_ptr().cast(),
+                word.len(),
             )
         }))
     })
@@ -116,6 +135,10 @@ impl<'c> Stream<'c> {
             argv[2 * i + 1] = match value {
                 Value::Bytes(bytes) => values.bytes(bytes),
                 Value::Int(n) => values.int(*n),
+                Value::Kind(kind) => {
+                    let at = EVENT_KINDS.iter().position(|k| k == kind);
+                    names.0[MAX_FIELDS + at.expect("every kind is listed")]
+                }
             };
         }
         let (mut stream_id, flags) = match id {

@@ -57,7 +57,7 @@ impl KeyTimer {
     fn armed_due(&self, db: i32, key: &[u8]) -> Option<u64> {
         self.armed
             .as_ref()
-            .filter(|armed| armed.home.db == db && armed.home.key == key)
+            .filter(|armed| armed.home.db() == db && armed.home.key == key)
             .map(|armed| armed.due)
     }
 
@@ -77,10 +77,7 @@ impl KeyTimer {
             Plan::Arm(due) => {
                 self.stop(ctx);
                 let seq = NEXT_SEQ.fetch_add(1, Ordering::Relaxed);
-                let home = Home {
-                    db,
-                    key: key.to_vec(),
-                };
+                let home = Home::new(db, key);
                 let data = Box::new(TimerData {
                     fired: Fired {
                         home: home.clone(),
