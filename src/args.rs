@@ -397,13 +397,30 @@ pub fn extend<'a>(rest: &[&'a [u8]]) -> ArgResult<(&'a [u8], u64)> {
     }
 }
 
-/// Internal restore commands: `key encoding_version payload`.
-pub fn restore<'a>(rest: &[&'a [u8]]) -> ArgResult<(u32, &'a [u8])> {
+/// What an internal restore command carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Restore<'a> {
+    Whole { version: u32, payload: &'a [u8] },
+    Chunk(crate::chunks::Chunk<'a>),
+}
+
+/// Internal restore commands: `key encoding_version payload`, or one piece of a big payload,
+/// `key encoding_version CHUNK index count bytes`.
+pub fn restore<'a>(rest: &[&'a [u8]]) -> ArgResult<Restore<'a>> {
+    let version = |raw| integer(raw, "encoding version", 1, u64::from(u32::MAX)).map(|v| v as u32);
     match rest {
-        [version, payload] => Ok((
-            integer(version, "encoding version", 1, u64::from(u32::MAX))? as u32,
+        [v, payload] => Ok(Restore::Whole {
+            version: version(v)?,
             payload,
-        )),
+        }),
+        [v, marker, index, count, bytes] if marker.eq_ignore_ascii_case(b"CHUNK") => {
+            Ok(Restore::Chunk(crate::chunks::Chunk {
+                version: version(v)?,
+                index: integer(index, "chunk index", 0, MAX_MS)?,
+                count: integer(count, "chunk count", 2, MAX_MS)?,
+                bytes,
+            }))
+        }
         _ => Err(ArgError::Arity),
     }
 }
@@ -756,7 +773,27 @@ mod tests {
         assert_eq!(extend(&[b"t", b"5"]), Ok((&b"t"[..], 5)));
         assert_eq!(extend(&[b"t"]), Err(ArgError::Arity));
         assert!(extend(&[b"t", b"-5"]).is_err());
-        assert_eq!(restore(&[b"1", b"xyz"]), Ok((1, &b"xyz"[..])));
+        assert_eq!(
+            restore(&[b"1", b"xyz"]),
+            Ok(Restore::Whole {
+                version: 1,
+                payload: b"xyz"
+            })
+        );
+        assert_eq!(
+            restore(&[b"4", b"chunk", b"1", b"3", b"xy"]),
+            Ok(Restore::Chunk(crate::chunks::Chunk {
+                version: 4,
+                index: 1,
+                count: 3,
+                bytes: b"xy"
+            }))
+        );
+        assert!(
+            restore(&[b"4", b"CHUNK", b"1", b"1", b"xy"]).is_err(),
+            "count 1"
+        );
+        assert!(restore(&[b"4", b"PIECE", b"1", b"3", b"xy"]).is_err());
         assert!(restore(&[b"0", b"xyz"]).is_err());
         assert_eq!(restore(&[b"1"]), Err(ArgError::Arity));
     }

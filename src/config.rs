@@ -4,6 +4,7 @@
 use crate::core::lock::FenceMode;
 use redis_module::enum_configuration;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 enum_configuration! {
     /// `seckill.fences`: how LOCK.ACQUIRE chooses fencing tokens.
@@ -28,4 +29,21 @@ pub fn fence_mode() -> FenceMode {
         Fences::clock => FenceMode::Clock,
         Fences::counter => FenceMode::Counter,
     }
+}
+
+/// `seckill.aof-chunk-bytes`: the largest piece of a value's payload AOF rewrite writes in one
+/// command (a sale with many buyers becomes several), far below `proto-max-bulk-len`.
+pub static AOF_CHUNK_BYTES: AtomicI64 = AtomicI64::new(DEFAULT_AOF_CHUNK_BYTES);
+pub const DEFAULT_AOF_CHUNK_BYTES: i64 = 4 << 20;
+
+pub fn aof_chunk_bytes() -> usize {
+    AOF_CHUNK_BYTES.load(Ordering::Relaxed).max(1) as usize
+}
+
+/// `seckill.events-maxlen`: the MAXLEN a sale's EVENTS stream gets when INIT names none
+/// (0: the stream is not trimmed).
+pub static EVENTS_MAXLEN: AtomicI64 = AtomicI64::new(0);
+
+pub fn events_maxlen() -> Option<u64> {
+    Some(EVENTS_MAXLEN.load(Ordering::Relaxed) as u64).filter(|&n| n > 0)
 }

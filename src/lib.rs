@@ -5,6 +5,7 @@
 pub mod alloc;
 pub mod args;
 pub mod blocking;
+pub mod chunks;
 pub mod commands;
 pub mod config;
 pub mod core;
@@ -83,7 +84,7 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     ctx.set_module_options(redis_module::raw::ModuleOptions::HANDLE_IO_ERRORS);
     commands::keep_detached_context(ctx);
     let swapdb = raw::RedisModuleEvent {
-        id: raw::REDISMODULE_EVENT_SWAPDB as u64,
+        id: raw::REDISMODULE_EVENT_SWAPDB,
         dataver: 1,
     };
     let subscribed = unsafe {
@@ -151,7 +152,10 @@ redis_module! {
     ],
     configurations: [
         // The macro needs every kind listed for module arguments to work, even when empty.
-        i64: [],
+        i64: [
+            ["aof-chunk-bytes", &config::AOF_CHUNK_BYTES, config::DEFAULT_AOF_CHUNK_BYTES, 1024, 1 << 28, redis_module::configuration::ConfigurationFlags::DEFAULT, None],
+            ["events-maxlen", &config::EVENTS_MAXLEN, 0, 0, i64::MAX, redis_module::configuration::ConfigurationFlags::DEFAULT, None],
+        ],
         string: [],
         bool: [],
         enum: [

@@ -811,6 +811,34 @@ fn maxlen_trims_the_stream_alike_on_master_replica_and_aof() {
     assert_eq!(stream(&mut con, "{m}:ev"), events, "AOF replay");
     assert_eq!(field(&mut con, &["SECKILL.INFO", "{m}"], "maxlen"), 50);
     assert!(common::error(&mut con, &["SECKILL.INIT", "x", "1", "MAXLEN", "5"]).contains("EVENTS"));
+    // seckill.events-maxlen: the MAXLEN of a stream INIT names none for.
+    ok(&mut con, &["CONFIG", "SET", "seckill.events-maxlen", "7"]);
+    ok(&mut con, &["SECKILL.INIT", "{d}", "1", "EVENTS", "{d}:ev"]);
+    assert_eq!(field(&mut con, &["SECKILL.INFO", "{d}"], "maxlen"), 7);
+    ok(
+        &mut con,
+        &[
+            "SECKILL.INIT",
+            "{d}",
+            "1",
+            "EVENTS",
+            "{d}:ev",
+            "MAXLEN",
+            "3",
+            "REPLACE",
+        ],
+    );
+    assert_eq!(field(&mut con, &["SECKILL.INFO", "{d}"], "maxlen"), 3);
+    ok(&mut con, &["SECKILL.INIT", "{e}", "1"]);
+    assert_eq!(
+        field(&mut con, &["SECKILL.INFO", "{e}"], "maxlen"),
+        0,
+        "no stream"
+    );
+    assert!(
+        common::error(&mut con, &["CONFIG", "SET", "seckill.events-maxlen", "-1"])
+            .starts_with("ERR")
+    );
 }
 
 /// Module 0.3 replicated a change as `_REPLAY` followed by its own XADD with the ID: such an

@@ -748,3 +748,95 @@ fn internal_commands_only_from_replication_and_aof() {
         assert!(line.contains(what), "{line}");
     }
 }
+
+/// AOF rewrite writes a big sale in pieces of at most `seckill.aof-chunk-bytes`, so no
+/// argument nears `proto-max-bulk-len` however many buyers; loading puts them together.
+#[test]
+fn aof_rewrite_writes_a_big_sale_in_bounded_chunks() {
+    const CHUNK: usize = 1024;
+    let mut server = Server::start_with(&[
+        "--appendonly",
+        "yes",
+        "--aof-use-rdb-preamble",
+        "no",
+        "--appendfsync",
+        "always",
+    ]);
+    let mut con = server.con();
+    ok(
+        &mut con,
+        &[
+            "CONFIG",
+            "SET",
+            "seckill.aof-chunk-bytes",
+            &CHUNK.to_string(),
+        ],
+    );
+    ok(&mut con, &["SECKILL.INIT", "big", "100000", "LIMIT", "2"]);
+    ok(&mut con, &["SECKILL.INIT", "small", "5"]);
+    let mut pipe = redis::pipe();
+    for user in 0..5_000 {
+        pipe.cmd("SECKILL.TRY")
+            .arg("big")
+            .arg(format!("user:{user:010}"));
+    }
+    let _: Vec<i64> = pipe.query(&mut con).unwrap();
+    let before = (
+        common::dump(&mut con, "big"),
+        common::dump(&mut con, "small"),
+    );
+    common::rewrite_aof(&mut con);
+    let dir = server.dir.join("appendonlydir");
+    let manifest = std::fs::read_to_string(dir.join("appendonly.aof.manifest")).unwrap();
+    let base = manifest
+        .lines()
+        .find(|line| line.ends_with("type b"))
+        .and_then(|line| line.split(' ').nth(1))
+        .unwrap();
+    let aof = std::fs::read(dir.join(base)).unwrap();
+    let text = String::from_utf8_lossy(&aof);
+    let chunks = text.matches("\r\nCHUNK\r\n").count();
+    assert!(chunks >= 50, "{chunks} chunks");
+    let longest = text
+        .split("\r\n")
+        .filter_map(|line| line.strip_prefix('$'))
+        .filter_map(|len| len.parse::<usize>().ok())
+        .max()
+        .unwrap();
+    assert!(longest <= CHUNK, "an argument of {longest} bytes");
+    server.kill_and_restart();
+    let mut con = server.con();
+    assert_eq!(
+        (
+            common::dump(&mut con, "big"),
+            common::dump(&mut con, "small")
+        ),
+        before,
+        "the sale comes back whole from its chunks"
+    );
+    assert_eq!(field(&mut con, &["SECKILL.INFO", "big"], "buyers"), 5_000);
+    // A piece without its first one is refused and logged; loading goes on.
+    let chunk = |index: &[u8]| -> Vec<Vec<u8>> {
+        [
+            &b"SECKILL._RESTORE"[..],
+            b"stray",
+            b"4",
+            b"CHUNK",
+            index,
+            b"2",
+            b"xx",
+        ]
+        .iter()
+        .map(|a| a.to_vec())
+        .collect()
+    };
+    let after: Vec<Vec<u8>> = [&b"SECKILL.TRY"[..], b"small", b"late"]
+        .iter()
+        .map(|a| a.to_vec())
+        .collect();
+    server.crash_and_append_to_aof(&[chunk(b"1"), after]);
+    let mut con = server.con();
+    assert_eq!(int(&mut con, &["EXISTS", "stray"]), 0);
+    assert_eq!(int(&mut con, &["SECKILL.BOUGHT", "small", "late"]), 1);
+    assert!(server.log().contains("a chunk without its first one"));
+}

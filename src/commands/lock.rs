@@ -3,7 +3,7 @@
 
 use super::timer::{Fired, KeyTimer};
 use super::{
-    Home, fields_reply, in_db, int, internal_only, now_ms, readable_value, selected_db,
+    Home, fields_reply, in_db, int, now_ms, readable_value, restored_value, selected_db,
     writable_value,
 };
 use crate::args;
@@ -256,20 +256,21 @@ pub fn info(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResul
 
 /// LOCK._RESTORE key version payload: the replicated and AOF form of every lock change.
 pub fn restore(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
-    internal_only(ctx, "LOCK._RESTORE")?;
-    let (version, payload) = args::restore(rest)?;
-    let lock = encoding::decode_lock(payload, version).map_err(|e| {
-        let message = format!("ERR bad lock payload: {}", e.0);
-        ctx.log_warning(&format!(
-            "seckill: {key_name}: {message}; key left unchanged"
-        ));
-        RedisError::String(message)
-    })?;
-    let key = ctx.open_key_writable(key_name);
-    if let Some(old) = writable_value::<LockEntry>(&key, &LOCK_TYPE)? {
-        abandon_waiters(old);
+    let restored = restored_value(
+        ctx,
+        key_name,
+        "LOCK._RESTORE",
+        "lock",
+        rest,
+        encoding::decode_lock,
+    )?;
+    if let Some(lock) = restored {
+        let key = ctx.open_key_writable(key_name);
+        if let Some(old) = writable_value::<LockEntry>(&key, &LOCK_TYPE)? {
+            abandon_waiters(old);
+        }
+        set_lock(&key, LockEntry::new(lock))?;
     }
-    set_lock(&key, LockEntry::new(lock))?;
     ctx.replicate_verbatim();
     Ok(RedisValue::SimpleStringStatic("OK"))
 }

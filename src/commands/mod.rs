@@ -5,9 +5,12 @@ pub mod sale;
 pub mod stream;
 pub mod timer;
 
-use crate::args::ArgError;
+use crate::args::{self, ArgError};
+use crate::chunks::{Collected, Staging};
+use crate::persist::encoding::DecodeError;
 use redis_module::native_types::RedisType;
 use redis_module::{Context, ContextFlags, RedisError, RedisResult, RedisString, RedisValue, raw};
+use std::borrow::Cow;
 use std::ffi::CStr;
 use std::mem::ManuallyDrop;
 use std::os::raw::c_int;
@@ -226,6 +229,45 @@ pub unsafe fn notify(
             key,
         )
     };
+}
+
+static STAGING: std::sync::Mutex<Staging> = std::sync::Mutex::new(Staging { current: None });
+
+/// The value an internal restore command (`SECKILL._RESTORE`, `LOCK._RESTORE`) carries,
+/// decoded: from its payload, or from the chunks of a big one once the last has come (`None`
+/// before that). A payload that does not decode changes nothing and is logged, since nobody
+/// reads the reply while an AOF loads or a master streams.
+pub fn restored_value<T>(
+    ctx: &Context,
+    key_name: &RedisString,
+    command: &str,
+    what: &str,
+    rest: &[&[u8]],
+    decode: impl FnOnce(&[u8], u32) -> Result<T, DecodeError>,
+) -> Result<Option<T>, RedisError> {
+    internal_only(ctx, command)?;
+    let refuse = |message: String| {
+        ctx.log_warning(&format!(
+            "seckill: {key_name}: {message}; key left unchanged"
+        ));
+        RedisError::String(message)
+    };
+    let (payload, version) = match args::restore(rest)? {
+        args::Restore::Whole { version, payload } => (Cow::Borrowed(payload), version),
+        args::Restore::Chunk(chunk) => {
+            let mut staging = STAGING
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            match staging.push(key_name.as_slice(), chunk) {
+                Ok(Collected::Partial) => return Ok(None),
+                Ok(Collected::Whole(bytes)) => (Cow::Owned(bytes), chunk.version),
+                Err(e) => return Err(refuse(format!("ERR bad {what} payload chunk: {e}"))),
+            }
+        }
+    };
+    decode(&payload, version)
+        .map(Some)
+        .map_err(|e| refuse(format!("ERR bad {what} payload: {}", e.0)))
 }
 
 /// The server clock in unix milliseconds.

@@ -12,7 +12,7 @@ use super::stream::{self, Stream};
 use super::timer::{Fired, KeyTimer};
 use super::{
     TempStrings, fields_reply, in_db, int, internal_only, is_resp3, notify, now_ms, readable_value,
-    replicate_strings, selected_db, start_array, writable_value,
+    replicate_strings, restored_value, selected_db, start_array, writable_value,
 };
 use crate::args::{self, ArgError};
 use crate::core::sale::{BuyerRow, EventKind, Sale, SaleConfig, SaleError, SaleEvent, TryOutcome};
@@ -512,7 +512,9 @@ pub fn init(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResul
         start_ms: parsed.start_ms,
         end_ms: parsed.end_ms,
         events: parsed.events.map(<[u8]>::to_vec),
-        events_maxlen: parsed.events_maxlen,
+        events_maxlen: parsed
+            .events_maxlen
+            .or_else(|| parsed.events.and_then(|_| crate::config::events_maxlen())),
     };
     let sale = Sale::new(config, random_seed())?;
     let payload = encoding::encode_sale(&sale);
@@ -684,23 +686,24 @@ pub fn buyers(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisRes
     })?
 }
 
-/// SECKILL._RESTORE key version payload: INIT's replicated form, and AOF rewrite's.
+/// SECKILL._RESTORE key version payload: INIT's replicated form, and AOF rewrite's (in
+/// chunks for a big sale).
 pub fn restore(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
-    internal_only(ctx, "SECKILL._RESTORE")?;
-    let (version, payload) = args::restore(rest)?;
-    let sale = encoding::decode_sale(payload, version).map_err(|e| {
-        let message = format!("ERR bad sale payload: {}", e.0);
-        // Nobody reads the reply while an AOF loads or a master streams: the log is the trace.
-        ctx.log_warning(&format!(
-            "seckill: {key_name}: {message}; key left unchanged"
-        ));
-        RedisError::String(message)
-    })?;
-    let key = ctx.open_key_writable(key_name);
-    writable_value::<SaleEntry>(&key, &SALE_TYPE)?;
-    set_sale(&key, SaleEntry::new(sale))?;
-    let entry = writable_value::<SaleEntry>(&key, &SALE_TYPE)?.expect("sale just stored");
-    arm_for_holds(ctx, key_name, entry);
+    let restored = restored_value(
+        ctx,
+        key_name,
+        "SECKILL._RESTORE",
+        "sale",
+        rest,
+        encoding::decode_sale,
+    )?;
+    if let Some(sale) = restored {
+        let key = ctx.open_key_writable(key_name);
+        writable_value::<SaleEntry>(&key, &SALE_TYPE)?;
+        set_sale(&key, SaleEntry::new(sale))?;
+        let entry = writable_value::<SaleEntry>(&key, &SALE_TYPE)?.expect("sale just stored");
+        arm_for_holds(ctx, key_name, entry);
+    }
     ctx.replicate_verbatim();
     Ok(RedisValue::SimpleStringStatic("OK"))
 }

@@ -10,7 +10,7 @@ use encoding::{LOCK_VERSION, SALE_VERSION};
 use redis_module::key::RedisKeyWritable;
 use redis_module::native_types::RedisType;
 use redis_module::{RedisError, raw};
-use std::ffi::CString;
+use std::ffi::CStr;
 use std::os::raw::{c_int, c_void};
 
 /// Every callback unset; each type fills in the ones it implements.
@@ -112,25 +112,48 @@ unsafe fn load_with<T>(
     }
 }
 
+/// Writes `command key version payload` to the AOF, or, for a payload above
+/// `seckill.aof-chunk-bytes`, `command key version CHUNK index count piece` for each piece
+/// (which loading puts together, see `crate::chunks`).
 unsafe fn emit_restore(
     aof: *mut raw::RedisModuleIO,
-    command: &str,
+    command: &CStr,
     key: *mut raw::RedisModuleString,
     version: u32,
     payload: &[u8],
 ) {
-    let command = CString::new(command).expect("command name");
-    let format = CString::new("slb").expect("format");
-    unsafe {
-        raw::RedisModule_EmitAOF.expect("RedisModule_EmitAOF")(
-            aof,
-            command.as_ptr(),
-            format.as_ptr(),
-            key,
-            i64::from(version),
-            payload.as_ptr(),
-            payload.len(),
-        );
+    let emit = unsafe { raw::RedisModule_EmitAOF }.expect("RedisModule_EmitAOF");
+    let chunk = crate::config::aof_chunk_bytes();
+    if payload.len() <= chunk {
+        unsafe {
+            emit(
+                aof,
+                command.as_ptr(),
+                c"slb".as_ptr(),
+                key,
+                i64::from(version),
+                payload.as_ptr(),
+                payload.len(),
+            )
+        };
+        return;
+    }
+    let count = payload.len().div_ceil(chunk) as i64;
+    for (index, piece) in payload.chunks(chunk).enumerate() {
+        unsafe {
+            emit(
+                aof,
+                command.as_ptr(),
+                c"slcllb".as_ptr(),
+                key,
+                i64::from(version),
+                c"CHUNK".as_ptr(),
+                index as i64,
+                count,
+                piece.as_ptr(),
+                piece.len(),
+            )
+        };
     }
 }
 
@@ -186,7 +209,7 @@ unsafe extern "C" fn sale_aof_rewrite(
     ptr: *mut c_void,
 ) {
     let payload = encoding::encode_sale(&unsafe { value::<SaleEntry>(ptr) }.sale);
-    unsafe { emit_restore(aof, "SECKILL._RESTORE", key, SALE_VERSION, &payload) };
+    unsafe { emit_restore(aof, c"SECKILL._RESTORE", key, SALE_VERSION, &payload) };
 }
 
 unsafe extern "C" fn sale_free(ptr: *mut c_void) {
@@ -234,7 +257,7 @@ unsafe extern "C" fn lock_aof_rewrite(
     ptr: *mut c_void,
 ) {
     let payload = encoding::encode_lock(&unsafe { value::<LockEntry>(ptr) }.lock);
-    unsafe { emit_restore(aof, "LOCK._RESTORE", key, LOCK_VERSION, &payload) };
+    unsafe { emit_restore(aof, c"LOCK._RESTORE", key, LOCK_VERSION, &payload) };
 }
 
 unsafe extern "C" fn lock_free(ptr: *mut c_void) {
