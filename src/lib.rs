@@ -6,6 +6,7 @@ pub mod alloc;
 pub mod args;
 pub mod blocking;
 pub mod chunks;
+pub mod command_docs;
 pub mod commands;
 pub mod config;
 pub mod core;
@@ -98,7 +99,17 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         ctx.log_warning("seckill: cannot follow SWAPDB");
         return Status::Err;
     }
-    register_commands(ctx)
+    let category = command_docs::add_acl_category(ctx);
+    if register_commands(ctx) == Status::Err {
+        return Status::Err;
+    }
+    match command_docs::describe(ctx, category) {
+        Ok(()) => Status::Ok,
+        Err(e) => {
+            ctx.log_warning(&format!("seckill: {e}"));
+            Status::Err
+        }
+    }
 }
 
 /// SWAPDB exchanges two databases' keys: timers and waiters must follow their keys.

@@ -452,3 +452,56 @@ fn command_info_flags_match_the_readme_table() {
         assert_eq!(got, want, "COMMAND INFO {name} flags");
     }
 }
+
+/// `COMMAND DOCS` describes every public command, and `COMMAND GETKEYS` finds INIT's stream.
+#[test]
+fn command_docs_describe_every_public_command() {
+    let server = Server::start();
+    let mut con = server.con();
+    let listed: Vec<String> = redis::cmd("COMMAND")
+        .arg("LIST")
+        .arg("FILTERBY")
+        .arg("MODULE")
+        .arg("seckill")
+        .query(&mut con)
+        .unwrap();
+    let public: Vec<&String> = listed.iter().filter(|n| !n.contains("._")).collect();
+    assert_eq!(public.len(), 16, "{listed:?}");
+    for name in public {
+        let docs: Vec<Value> = redis::cmd("COMMAND")
+            .arg("DOCS")
+            .arg(name)
+            .query(&mut con)
+            .unwrap();
+        let text = format!("{docs:?}");
+        for field in [
+            "summary",
+            "since",
+            "complexity",
+            "arguments",
+            "key_spec_index",
+        ] {
+            assert!(text.contains(field), "{name} has no {field}: {text}");
+        }
+    }
+    let keys: Vec<String> = redis::cmd("COMMAND")
+        .arg("GETKEYS")
+        .arg("SECKILL.INIT")
+        .arg("s")
+        .arg("10")
+        .arg("LIMIT")
+        .arg("2")
+        .arg("EVENTS")
+        .arg("s:events")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(keys, ["s", "s:events"]);
+    let keys: Vec<String> = redis::cmd("COMMAND")
+        .arg("GETKEYS")
+        .arg("SECKILL.TRY")
+        .arg("s")
+        .arg("alice")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(keys, ["s"]);
+}
