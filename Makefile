@@ -10,7 +10,7 @@ APT_PACKAGES := redis-server redis-tools clang libclang-dev
 
 export REDIS_SERVER REDIS_CLI
 
-.PHONY: all deps build run test test-valkey test-valkey9 test-redis8 test-servers test-pypi unit demo bench soak fmt lint clean venv examples
+.PHONY: all deps build run bench-scale test test-valkey test-valkey9 test-redis8 test-servers test-pypi unit demo bench soak fmt lint clean venv examples
 
 all: build
 
@@ -76,6 +76,11 @@ test-pypi:
 # The oversell incident replayed four ways (under a minute).
 demo: build examples
 	./target/release/examples/demo
+
+# One sale with 1 M and 10 M buyers against a SET of as many members: memory, SAVE, load;
+# writes bench/results/scale.md (a few minutes).
+bench-scale: build examples
+	./target/release/examples/bench --scale
 
 # Ratios against plain Redis commands in one run; writes bench/results/latest.{md,csv,png}.
 bench: build venv examples

@@ -366,8 +366,87 @@ struct Row {
     usec: Option<f64>,
 }
 
+/// `bench --scale [N...]`: memory, SAVE and load of one sale with N distinct buyers against a
+/// SET with the same N members, each alone on a fresh server (`make bench-scale`).
+fn scale(sizes: &[usize], out: &Path) {
+    let mut md = String::from(
+        "# seckill at scale\n\nOne sale with N distinct buyers (ids like `user:0000000001`, one unit each) \
+         against a SET of the same N members, each alone on its own fresh server (Redis \
+         persistence off but for the timed SAVE). `used_memory` delta per member; SAVE and \
+         `DEBUG RELOAD` (save + load) wall time as the server reports it.\n\n\
+         | N | SET B/member | sale B/buyer | sale MEMORY USAGE / delta | SET SAVE s | sale SAVE s | SET RELOAD s | sale RELOAD s | reload sale/SET |\n\
+         | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    for &n in sizes {
+        let measure = |sale: bool| -> (f64, f64, f64, f64) {
+            let server = Server::start_with(&["--maxclients", "10000"]);
+            let mut con = server.con();
+            if sale {
+                let _: () = redis::cmd("SECKILL.INIT")
+                    .arg("scale")
+                    .arg(n)
+                    .query(&mut con)
+                    .unwrap();
+            }
+            let before = used_memory(&mut con);
+            let mut next = 0usize;
+            while next < n {
+                let mut pipe = redis::pipe();
+                for i in next..(next + 10_000).min(n) {
+                    let user = format!("user:{i:010}");
+                    if sale {
+                        pipe.cmd("SECKILL.TRY").arg("scale").arg(user);
+                    } else {
+                        pipe.cmd("SADD").arg("scale").arg(user);
+                    }
+                }
+                let _: Vec<i64> = pipe.query(&mut con).unwrap();
+                next += 10_000;
+            }
+            let delta = (used_memory(&mut con) - before) as f64;
+            let usage: i64 = redis::cmd("MEMORY")
+                .arg("USAGE")
+                .arg("scale")
+                .query(&mut con)
+                .unwrap();
+            let timed = |cmd: &mut redis::Cmd, con: &mut Connection| {
+                let start = Instant::now();
+                let _: () = cmd.query(con).unwrap();
+                start.elapsed().as_secs_f64()
+            };
+            let save = timed(&mut redis::cmd("SAVE"), &mut con);
+            let reload = timed(redis::cmd("DEBUG").arg("RELOAD"), &mut con);
+            (delta / n as f64, usage as f64 / delta, save, reload)
+        };
+        let (set_bytes, _, set_save, set_reload) = measure(false);
+        let (sale_bytes, usage_ratio, sale_save, sale_reload) = measure(true);
+        let row = format!(
+            "| {n} | {set_bytes:.1} | {sale_bytes:.1} | {usage_ratio:.3} | {set_save:.2} | {sale_save:.2} | {set_reload:.2} | {sale_reload:.2} | {:.2}x |\n",
+            sale_reload / set_reload
+        );
+        print!("{row}");
+        md.push_str(&row);
+    }
+    std::fs::create_dir_all(out).unwrap();
+    std::fs::write(out.join("scale.md"), &md).unwrap();
+    println!("\n{md}");
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--scale") {
+        let sizes: Vec<usize> = args.iter().filter_map(|a| a.parse().ok()).collect();
+        let sizes = if sizes.is_empty() {
+            vec![1_000_000, 10_000_000]
+        } else {
+            sizes
+        };
+        scale(
+            &sizes,
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/results"),
+        );
+        return;
+    }
     let smoke = args.iter().any(|a| a == "--smoke");
     let out = args
         .iter()
@@ -479,6 +558,12 @@ fn main() {
             keyspace,
             vec!["SET", "bench:key:__rand_int__", "v", "NX", "PX", "60000"],
             "set",
+        ),
+        (
+            "LOCK.ACQUIRE free key",
+            keyspace,
+            vec!["LOCK.ACQUIRE", "bench:lk:__rand_int__", "tok", "60000"],
+            "lock.acquire",
         ),
         (
             "Lua seckill (EVALSHA)",
@@ -709,6 +794,11 @@ fn main() {
             "SECKILL.TRY HOLD >= 0.8x plain TRY at -P 16",
             find("SECKILL.TRY success, HOLD", 16) / find("SECKILL.TRY success", 16),
             0.8,
+        ),
+        (
+            "LOCK.ACQUIRE on a free key >= 0.9x SET NX PX at -P 16",
+            find("LOCK.ACQUIRE free key", 16) / find("SET NX PX random key", 16),
+            0.9,
         ),
         (
             "memory per buyer below a SET member",

@@ -96,7 +96,7 @@ fn bench_smoke_run_writes_table_csv_and_chart() {
     let md = std::fs::read_to_string(dir.join("latest.md")).unwrap();
     assert!(md.contains("| target | measured | met |"), "{md}");
     let csv = std::fs::read_to_string(dir.join("latest.csv")).unwrap();
-    assert_eq!(csv.lines().count(), 1 + 2 * 13, "{csv}");
+    assert_eq!(csv.lines().count(), 1 + 2 * 14, "{csv}");
     assert!(csv.starts_with("row,pipeline,ops,vs_incr,vs_lua,usec_per_call\n"));
     let png = std::fs::read(dir.join("latest.png")).unwrap();
     assert!(png.starts_with(b"\x89PNG"), "a PNG chart");

@@ -3,8 +3,8 @@
 
 use super::timer::{Fired, KeyTimer};
 use super::{
-    Home, fields_reply, in_db, int, now_ms, readable_value, restored_value, selected_db,
-    writable_value,
+    Home, fields_reply, in_db, int, notify, now_ms, readable_value, replicate_restore,
+    restored_value, selected_db, writable_value,
 };
 use crate::args;
 use crate::blocking::{self, Gone, WaiterId};
@@ -76,12 +76,15 @@ fn finish(ctx: &Context, key_name: &RedisString, entry: &mut LockEntry, before: 
     );
     let after = encoding::encode_lock(&entry.lock);
     if after != before {
-        let version = encoding::LOCK_VERSION.to_string();
-        ctx.replicate(
-            "LOCK._RESTORE",
-            &[key_name.as_slice(), version.as_bytes(), after.as_slice()],
+        replicate_restore(
+            ctx,
+            c"LOCK._RESTORE",
+            key_name,
+            encoding::LOCK_VERSION,
+            &after,
         );
-        ctx.notify_keyspace_event(NotifyEvent::MODULE, "lock.change", key_name);
+        // SAFETY: the key is the command's (or the timer's) own string, valid for the call.
+        unsafe { notify(ctx, NotifyEvent::MODULE, c"lock.change", key_name.inner) };
     }
 }
 

@@ -211,6 +211,23 @@ pub fn replicate_strings(ctx: &Context, command: &CStr, argv: &[*mut raw::RedisM
     };
 }
 
+/// Replicates a value as its internal restore command (`SECKILL._RESTORE` / `LOCK._RESTORE`
+/// `key version payload`), the effect rather than the command.
+pub fn replicate_restore(
+    ctx: &Context,
+    command: &CStr,
+    key_name: &RedisString,
+    version: u32,
+    payload: &[u8],
+) {
+    let mut argv = TempStrings::new(ctx);
+    // SAFETY: the key is a live string of the caller's for the whole call.
+    unsafe { argv.retain(key_name.inner) };
+    argv.int(u64::from(version));
+    argv.bytes(payload);
+    replicate_strings(ctx, command, argv.all());
+}
+
 /// A keyspace notification with a static event name.
 ///
 /// # Safety

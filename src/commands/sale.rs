@@ -12,7 +12,7 @@ use super::stream::{self, Stream};
 use super::timer::{Fired, KeyTimer};
 use super::{
     TempStrings, fields_reply, in_db, int, internal_only, is_resp3, notify, now_ms, readable_value,
-    replicate_strings, restored_value, selected_db, start_array, writable_value,
+    replicate_restore, replicate_strings, restored_value, selected_db, start_array, writable_value,
 };
 use crate::args::{self, ArgError};
 use crate::core::sale::{BuyerRow, EventKind, Sale, SaleConfig, SaleError, SaleEvent, TryOutcome};
@@ -520,12 +520,15 @@ pub fn init(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResul
     let payload = encoding::encode_sale(&sale);
     set_sale(&key, SaleEntry::new(sale))?;
     // The seed is random: replicas get the sale itself, not the command.
-    let version = encoding::SALE_VERSION.to_string();
-    ctx.replicate(
-        "SECKILL._RESTORE",
-        &[key_name.as_slice(), version.as_bytes(), payload.as_slice()][..],
+    replicate_restore(
+        ctx,
+        c"SECKILL._RESTORE",
+        key_name,
+        encoding::SALE_VERSION,
+        &payload,
     );
-    ctx.notify_keyspace_event(NotifyEvent::MODULE, "seckill.init", key_name);
+    // SAFETY: the key is the command's own argument, valid for the whole call.
+    unsafe { notify(ctx, NotifyEvent::MODULE, c"seckill.init", key_name.inner) };
     Ok(RedisValue::SimpleStringStatic("OK"))
 }
 
