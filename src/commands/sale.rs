@@ -78,6 +78,10 @@ impl From<SaleError> for RedisError {
             SaleError::Ended => "ERR the sale has ended: its stock no longer moves".to_string(),
             SaleError::TransferConflict(why) => format!("ERR transfer id {why}"),
             SaleError::Invalid(why) => format!("ERR invalid sale: {why}"),
+            SaleError::BuyersFull => {
+                "ERR the sale's buyer table is full (4 GiB of user ids): start another sale"
+                    .to_string()
+            }
         })
     }
 }

@@ -57,10 +57,15 @@ impl Entry {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Slot(u64);
 
+/// Largest arena offset a record may start at (about 200 million buyers of 20-byte ids).
+pub const MAX_ARENA: u64 = u32::MAX as u64;
+
 #[derive(Clone)]
 pub struct Buyers {
     arena: Vec<u8>,
-    offsets: HashTable<u64>,
+    /// Arena offsets of the records, as u32: 4 bytes a bucket instead of 8, the table being
+    /// half a large sale's memory. The arena therefore holds at most [`MAX_ARENA`] bytes.
+    offsets: HashTable<u32>,
     hasher: DefaultHashBuilder,
     layout: Layout,
     qty_width: usize,
@@ -70,6 +75,20 @@ pub struct Buyers {
     live: u64,
     /// Arena offset of every `CHECKPOINT_EVERY`-th record, for resuming a scan.
     checkpoints: Vec<u64>,
+    /// [`MAX_ARENA`], lower in tests.
+    arena_limit: u64,
+}
+
+/// What the allocator hands out for a request of `bytes`: a large request is rounded up to
+/// its size class, four of them per doubling (jemalloc's, which Redis uses), which for a big
+/// sale's two allocations is up to a fifth more than asked, and is what `used_memory` counts.
+pub fn allocated(bytes: usize) -> usize {
+    const LARGE: usize = 16 * 1024;
+    if bytes <= LARGE {
+        return bytes;
+    }
+    let spacing = 1usize << (usize::BITS - 1 - bytes.leading_zeros() - 2);
+    bytes.div_ceil(spacing) * spacing
 }
 
 /// Appends `value` as an LEB128 varint.
@@ -135,7 +154,14 @@ impl Buyers {
             records: 0,
             live: 0,
             checkpoints: Vec::new(),
+            arena_limit: MAX_ARENA,
         }
+    }
+
+    /// Lowers the arena's limit, to test a full table without 4 GiB of ids.
+    #[cfg(test)]
+    pub fn limit_arena(&mut self, bytes: u64) {
+        self.arena_limit = bytes;
     }
 
     pub fn layout(&self) -> Layout {
@@ -222,8 +248,9 @@ impl Buyers {
         let arena = &self.arena;
         let &start = self
             .offsets
-            .find(hash, |&start| header_at(arena, start).0 == user)?;
-        Some((Slot(start), self.entry(Slot(start)).1))
+            .find(hash, |&start| header_at(arena, u64::from(start)).0 == user)?;
+        let slot = Slot(u64::from(start));
+        Some((slot, self.entry(slot).1))
     }
 
     /// The user and units of the record at `slot`.
@@ -251,9 +278,15 @@ impl Buyers {
         self.encode_fields(fields, entry);
     }
 
-    /// Creates the record of a user who never bought.
+    /// Whether one more record fits (the arena's offsets are 32-bit).
+    pub fn has_room(&self) -> bool {
+        self.arena.len() as u64 <= self.arena_limit
+    }
+
+    /// Creates the record of a user who never bought; the caller checked [`Buyers::has_room`].
     pub fn insert(&mut self, user: &[u8], entry: &Entry) -> Slot {
         debug_assert!(self.find(user).is_none());
+        assert!(self.has_room(), "the buyer arena is full");
         let needed = 10 + user.len() + self.fields_len();
         if self.arena.capacity() - self.arena.len() < needed {
             // Grow by half instead of doubling: the arena is most of a large sale's memory.
@@ -277,8 +310,8 @@ impl Buyers {
 
         let hash = self.hasher.hash_one(user);
         let (arena, hasher) = (&self.arena, &self.hasher);
-        self.offsets.insert_unique(hash, start, |&offset| {
-            hasher.hash_one(header_at(arena, offset).0)
+        self.offsets.insert_unique(hash, start as u32, |&offset| {
+            hasher.hash_one(header_at(arena, u64::from(offset)).0)
         });
         Slot(start)
     }
@@ -315,7 +348,9 @@ impl Buyers {
 
     /// Bytes of heap this table owns, for MEMORY USAGE.
     pub fn heap_bytes(&self) -> usize {
-        self.arena.capacity() + self.offsets.allocation_size() + self.checkpoints.capacity() * 8
+        allocated(self.arena.capacity())
+            + allocated(self.offsets.allocation_size())
+            + allocated(self.checkpoints.capacity() * 8)
     }
 
     /// Pre-sizes for `count` records whose ids take `user_bytes` in total (used when loading).
@@ -323,14 +358,24 @@ impl Buyers {
         self.arena
             .reserve_exact(user_bytes + count * (self.fields_len() + 2));
         let (arena, hasher) = (&self.arena, &self.hasher);
-        self.offsets
-            .reserve(count, |&offset| hasher.hash_one(header_at(arena, offset).0));
+        self.offsets.reserve(count, |&offset| {
+            hasher.hash_one(header_at(arena, u64::from(offset)).0)
+        });
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn large_allocations_round_to_four_classes_per_doubling() {
+        assert_eq!(allocated(100), 100);
+        assert_eq!(allocated(16 * 1024), 16 * 1024);
+        assert_eq!(allocated(1 << 20), 1 << 20);
+        assert_eq!(allocated((1 << 20) + 1), (1 << 20) + (1 << 18));
+        assert_eq!(allocated(10_485_776), 12 << 20);
+    }
 
     const PLAIN: Layout = Layout {
         limit: 1,

@@ -35,6 +35,8 @@ pub enum SaleError {
     TransferConflict(&'static str),
     /// Bad settings, or a restored sale that breaks the invariants.
     Invalid(&'static str),
+    /// The buyer table holds all the user ids it can (about 4 GiB of them).
+    BuyersFull,
 }
 
 /// How a sale is set up by SECKILL.INIT.
@@ -263,6 +265,9 @@ impl Sale {
             if sale.buyers.find(user).is_some() {
                 return Err(SaleError::Invalid("duplicate buyer"));
             }
+            if !sale.buyers.has_room() {
+                return Err(SaleError::BuyersFull);
+            }
             owned = owned
                 .checked_add(entry.units())
                 .filter(|&units| units <= supply)
@@ -421,6 +426,9 @@ impl Sale {
         let mut entry = found.map_or_else(Entry::default, |(_, entry)| entry);
         if entry.units() + qty > self.config.limit {
             return Ok(TryOutcome::LimitExceeded);
+        }
+        if found.is_none() && !self.buyers.has_room() {
+            return Err(SaleError::BuyersFull);
         }
         if entry.units() == 0 && self.buyers.layout().orders {
             self.totals.orders += 1;
@@ -1495,5 +1503,31 @@ mod tests {
         }
         assert_invariants(&a);
         assert_invariants(&b);
+    }
+
+    #[test]
+    fn a_full_buyer_table_refuses_new_buyers_and_changes_nothing() {
+        let mut sale = Sale::new(config(100, 2), [1; 16]).unwrap();
+        sale.buyers.limit_arena(40);
+        let mut n = 0;
+        let refused = loop {
+            match sale.try_buy(format!("user-{n}").as_bytes(), 1, 0) {
+                Ok(TryOutcome::Bought { .. }) => n += 1,
+                other => break other,
+            }
+        };
+        assert_eq!(refused, Err(SaleError::BuyersFull));
+        assert!(n > 0);
+        sale.clear_events();
+        let before = sale.summary(0);
+        assert_eq!(sale.try_buy(b"one-more", 1, 0), Err(SaleError::BuyersFull));
+        assert_eq!(sale.summary(0), before, "nothing changed");
+        assert!(sale.events().is_empty());
+        // Who already bought still can, up to LIMIT, and returns work.
+        assert!(matches!(
+            sale.try_buy(b"user-0", 1, 0),
+            Ok(TryOutcome::Bought { .. })
+        ));
+        assert_eq!(sale.cancel(b"user-0", Some(2), 0), Ok(2));
     }
 }
