@@ -3,7 +3,7 @@
 
 use super::timer::{Fired, KeyTimer};
 use super::{
-    Home, fields_reply, in_db, int, notify, now_ms, readable_value, replicate_restore,
+    Args, Home, fields_reply, in_db, int, notify, now_ms, readable_value, replicate_restore,
     restored_value, selected_db, writable_value,
 };
 use crate::args;
@@ -178,7 +178,7 @@ pub fn release_orphaned_waiters(ctx: &Context) {
 }
 
 /// LOCK.ACQUIRE key token ttl_ms [WAIT timeout_ms]
-pub fn acquire(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+pub fn acquire(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
     let parsed = args::acquire(rest)?;
     // MULTI, Lua and replicated streams cannot block: WAIT then acts as no WAIT.
     let may_block = !ctx.get_flags().contains(ContextFlags::DENY_BLOCKING);
@@ -213,7 +213,7 @@ pub fn acquire(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisRe
 }
 
 /// LOCK.RELEASE key token
-pub fn release(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+pub fn release(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
     let token = args::token_only(rest)?;
     let released = with_lock(ctx, key_name, false, |_, entry| {
         entry.lock.release(token, now_ms())
@@ -222,7 +222,7 @@ pub fn release(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisRe
 }
 
 /// LOCK.EXTEND key token ttl_ms
-pub fn extend(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+pub fn extend(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
     let (token, ttl_ms) = args::extend(rest)?;
     let extended = with_lock(ctx, key_name, false, |_, entry| {
         entry.lock.extend(token, ttl_ms, now_ms())
@@ -231,7 +231,7 @@ pub fn extend(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisRes
 }
 
 /// LOCK.INFO key: read-only, so a replica shows its master's state as of now.
-pub fn info(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+pub fn info(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
     args::key_only(rest)?;
     let key = ctx.open_key(key_name);
     let now = now_ms();
@@ -258,7 +258,7 @@ pub fn info(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResul
 }
 
 /// LOCK._RESTORE key version payload: the replicated and AOF form of every lock change.
-pub fn restore(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+pub fn restore(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
     let restored = restored_value(
         ctx,
         key_name,

@@ -27,8 +27,38 @@ impl From<ArgError> for RedisError {
     }
 }
 
-/// A command body: the key and the arguments after it, as byte slices borrowed from argv.
-pub type Handler = fn(&Context, &RedisString, &[&[u8]]) -> RedisResult;
+/// A command body: the key and the arguments after it.
+pub type Handler = fn(&Context, &RedisString, &Args) -> RedisResult;
+
+/// The arguments after the key: byte slices borrowed from argv (what the parsers read), and
+/// argv's own strings, which replication can reference instead of copying.
+pub struct Args<'a> {
+    bytes: &'a [&'a [u8]],
+    strings: &'a [*mut raw::RedisModuleString],
+}
+
+impl<'a> Args<'a> {
+    /// Arguments that are not a client's argv (a timer's change, a replayed command's tail).
+    pub fn bytes(bytes: &'a [&'a [u8]]) -> Args<'a> {
+        Args {
+            bytes,
+            strings: &[],
+        }
+    }
+
+    /// argv's string for argument `index`, if these are a client's arguments.
+    pub fn string(&self, index: usize) -> Option<*mut raw::RedisModuleString> {
+        self.strings.get(index).copied()
+    }
+}
+
+impl<'a> std::ops::Deref for Args<'a> {
+    type Target = [&'a [u8]];
+
+    fn deref(&self) -> &Self::Target {
+        self.bytes
+    }
+}
 
 /// Most arguments any valid call has after its key; longer calls take a heap-allocated list.
 const INLINE_ARGS: usize = 8;
@@ -75,7 +105,11 @@ pub unsafe fn dispatch(
                     .collect();
                 &heap
             };
-            catch_unwind(AssertUnwindSafe(|| handler(&ctx, &key, rest))).unwrap_or_else(|panic| {
+            let args = Args {
+                bytes: rest,
+                strings: &argv[2..],
+            };
+            catch_unwind(AssertUnwindSafe(|| handler(&ctx, &key, &args))).unwrap_or_else(|panic| {
                 let detail = panic
                     .downcast_ref::<&str>()
                     .map(|s| s.to_string())
@@ -209,6 +243,60 @@ pub fn replicate_strings(ctx: &Context, command: &CStr, argv: &[*mut raw::RedisM
             argv.len(),
         )
     };
+}
+
+/// Module strings for a fixed set of words, made once (on first use, on the main thread) and
+/// shared by every call: entries and replicated commands reference them instead of copying.
+pub struct Words<const N: usize> {
+    words: [&'static str; N],
+    made: std::sync::OnceLock<Made<N>>,
+}
+
+struct Made<const N: usize>([*mut raw::RedisModuleString; N]);
+
+// Made once and never changed or freed: only the pointers are shared.
+unsafe impl<const N: usize> Send for Made<N> {}
+unsafe impl<const N: usize> Sync for Made<N> {}
+
+impl<const N: usize> Words<N> {
+    pub const fn new(words: [&'static str; N]) -> Words<N> {
+        Words {
+            words,
+            made: std::sync::OnceLock::new(),
+        }
+    }
+
+    fn made(&self) -> &[*mut raw::RedisModuleString; N] {
+        &self
+            .made
+            .get_or_init(|| {
+                Made(self.words.map(|word| unsafe {
+                    // No context: a string that lives as long as the module.
+                    raw::RedisModule_CreateString.expect("CreateString")(
+                        std::ptr::null_mut(),
+                        word.as_ptr().cast(),
+                        word.len(),
+                    )
+                }))
+            })
+            .0
+    }
+
+    /// Word number `index` as text.
+    pub fn word(&self, index: usize) -> &'static str {
+        self.words[index]
+    }
+
+    /// The string of word number `index`, borrowed.
+    pub fn get(&self, index: usize) -> *mut raw::RedisModuleString {
+        self.made()[index]
+    }
+
+    /// The string of `word`, borrowed, if it is one of these.
+    pub fn find(&self, word: &[u8]) -> Option<*mut raw::RedisModuleString> {
+        let at = self.words.iter().position(|w| w.as_bytes() == word)?;
+        Some(self.get(at))
+    }
 }
 
 /// Replicates a value as its internal restore command (`SECKILL._RESTORE` / `LOCK._RESTORE`

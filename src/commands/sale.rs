@@ -11,8 +11,9 @@
 use super::stream::{self, Stream};
 use super::timer::{Fired, KeyTimer};
 use super::{
-    TempStrings, fields_reply, in_db, int, internal_only, is_resp3, notify, now_ms, readable_value,
-    replicate_restore, replicate_strings, restored_value, selected_db, start_array, writable_value,
+    Args, TempStrings, Words, fields_reply, in_db, int, internal_only, is_resp3, notify, now_ms,
+    readable_value, replicate_restore, replicate_strings, restored_value, selected_db, start_array,
+    writable_value,
 };
 use crate::args::{self, ArgError};
 use crate::core::sale::{BuyerRow, EventKind, Sale, SaleConfig, SaleError, SaleEvent, TryOutcome};
@@ -286,6 +287,11 @@ fn append_entry(
         .ok()
 }
 
+/// The words of `_REPLAY`'s commands.
+static COMMAND_WORDS: Words<8> = Words::new([
+    "TRY", "CONFIRM", "CANCEL", "RESTOCK", "LEND", "ABSORB", "SETTLE", "EXPIRE",
+]);
+
 /// Appends the `index`th entry's ID to `ms-seq,ms-seq,...`, an empty one for an entry that
 /// could not be written.
 fn push_stream_id(ids: &mut Vec<u8>, index: usize, id: Option<(u64, u64)>) {
@@ -362,7 +368,8 @@ fn on_expiry_timer(ctx: &Context, fired: Fired) {
                 return;
             }
         }
-        if let Err(e) = mutate(ctx, &key_name, b"EXPIRE", &[], now_ms(), Origin::Timer) {
+        let none = Args::bytes(&[]);
+        if let Err(e) = mutate(ctx, &key_name, b"EXPIRE", &none, now_ms(), Origin::Timer) {
             ctx.log_warning(&format!("seckill: expiring holds failed: {e}"));
         }
     });
@@ -374,7 +381,7 @@ fn mutate(
     ctx: &Context,
     key_name: &RedisString,
     command: &[u8],
-    rest: &[&[u8]],
+    rest: &Args,
     now_ms: u64,
     origin: Origin,
 ) -> RedisResult {
@@ -466,9 +473,17 @@ fn mutate(
                 argv.bytes(&ids);
                 argv.int(length);
             }
-            argv.bytes(command);
-            for arg in rest {
-                argv.bytes(arg);
+            match COMMAND_WORDS.find(command) {
+                // SAFETY: a word's string lives as long as the module.
+                Some(word) => unsafe { argv.retain(word) },
+                None => argv.bytes(command),
+            };
+            for (index, arg) in rest.iter().enumerate() {
+                match rest.string(index) {
+                    // SAFETY: argv's strings live for the whole command.
+                    Some(string) => unsafe { argv.retain(string) },
+                    None => argv.bytes(arg),
+                };
             }
             replicate_strings(ctx, c"SECKILL._REPLAY", argv.all());
         }
@@ -486,7 +501,7 @@ fn random_seed() -> [u8; 16] {
 
 /// SECKILL.INIT key stock [LIMIT n] [HOLD ms] [START unix_ms] [END unix_ms] [EVENTS stream]
 /// [REPLACE]
-pub fn init(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+pub fn init(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
     let parsed = args::init(rest)?;
     if let Some(stream) = parsed.events {
         if stream == key_name.as_slice() {
@@ -537,43 +552,43 @@ pub fn init(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResul
 }
 
 /// SECKILL.TRY key user [qty]
-pub fn try_buy(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+pub fn try_buy(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
     mutate(ctx, key_name, b"TRY", rest, now_ms(), Origin::Client)
 }
 
 /// SECKILL.CONFIRM key user
-pub fn confirm(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+pub fn confirm(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
     mutate(ctx, key_name, b"CONFIRM", rest, now_ms(), Origin::Client)
 }
 
 /// SECKILL.CANCEL key user [qty]
-pub fn cancel(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+pub fn cancel(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
     mutate(ctx, key_name, b"CANCEL", rest, now_ms(), Origin::Client)
 }
 
 /// SECKILL.RESTOCK key units
-pub fn restock(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+pub fn restock(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
     mutate(ctx, key_name, b"RESTOCK", rest, now_ms(), Origin::Client)
 }
 
 /// SECKILL.LEND key id n TO dst
-pub fn lend(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+pub fn lend(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
     mutate(ctx, key_name, b"LEND", rest, now_ms(), Origin::Client)
 }
 
 /// SECKILL.ABSORB key id n FROM src
-pub fn absorb(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+pub fn absorb(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
     mutate(ctx, key_name, b"ABSORB", rest, now_ms(), Origin::Client)
 }
 
 /// SECKILL.SETTLE key id
-pub fn settle(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+pub fn settle(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
     mutate(ctx, key_name, b"SETTLE", rest, now_ms(), Origin::Client)
 }
 
 /// SECKILL.TRANSFERS key: the pending outgoing transfers as `[id, n, dst, age_ms, ...]`, so
 /// any client can finish what a crashed mover started.
-pub fn transfers(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+pub fn transfers(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
     args::key_only(rest)?;
     read_sale(ctx, key_name, |sale, now| {
         let items = sale
@@ -592,14 +607,14 @@ pub fn transfers(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> Redis
 }
 
 /// SECKILL._REPLAY key now_ms COMMAND args...: a change as its master made it.
-pub fn replay(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+pub fn replay(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
     internal_only(ctx, "SECKILL._REPLAY")?;
     let replayed = args::replay(rest)?;
     mutate(
         ctx,
         key_name,
         replayed.command,
-        replayed.args,
+        &Args::bytes(replayed.args),
         replayed.now_ms,
         Origin::Replay(replayed.entries),
     )
@@ -621,7 +636,7 @@ fn optional_ms(ms: Option<u64>) -> RedisValue {
 }
 
 /// SECKILL.INFO key
-pub fn info(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+pub fn info(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
     args::key_only(rest)?;
     read_sale(ctx, key_name, |sale, now| {
         let s = sale.summary(now);
@@ -656,14 +671,14 @@ pub fn info(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResul
 }
 
 /// SECKILL.BOUGHT key user
-pub fn bought(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+pub fn bought(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
     let user = args::user_only(rest)?;
     read_sale(ctx, key_name, |sale, now| int(sale.bought(user, now)))
 }
 
 /// SECKILL.BUYERS key cursor [COUNT n]: under RESP2 the rows are one flat
 /// `[user, qty, state, ...]` array, under RESP3 one map per row.
-pub fn buyers(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+pub fn buyers(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
     let (cursor, count) = args::buyers(rest)?;
     let resp3 = is_resp3(ctx);
     read_sale(ctx, key_name, |sale, now| {
@@ -695,7 +710,7 @@ pub fn buyers(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisRes
 
 /// SECKILL._RESTORE key version payload: INIT's replicated form, and AOF rewrite's (in
 /// chunks for a big sale).
-pub fn restore(ctx: &Context, key_name: &RedisString, rest: &[&[u8]]) -> RedisResult {
+pub fn restore(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
     let restored = restored_value(
         ctx,
         key_name,

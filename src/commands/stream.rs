@@ -4,12 +4,11 @@
 //! and a replica (or the AOF) writes the same entries with those IDs and trims to that length,
 //! so both hold the same stream byte for byte.
 
-use super::{TempStrings, notify};
+use super::{TempStrings, Words, notify};
 use crate::core::sale::EventKind;
 use redis_module::{Context, RedisError, raw};
 use std::os::raw::{c_int, c_longlong};
 use std::ptr::null_mut;
-use std::sync::OnceLock;
 
 /// The fields an entry can have, in the order they are written.
 #[derive(Clone, Copy)]
@@ -23,18 +22,8 @@ pub enum Field {
     Peer,
 }
 
-const FIELD_NAMES: [&str; 7] = [
-    "event",
-    "user",
-    "qty",
-    "order",
-    "remaining",
-    "transfer",
-    "peer",
-];
-
 /// Most fields an entry has.
-pub const MAX_FIELDS: usize = FIELD_NAMES.len();
+pub const MAX_FIELDS: usize = 7;
 
 const EVENT_KINDS: [EventKind; 7] = [
     EventKind::Purchase,
@@ -46,38 +35,29 @@ const EVENT_KINDS: [EventKind; 7] = [
     EventKind::Absorb,
 ];
 
+/// The field names (in [`Field`] order), then the event kinds' names (in `EVENT_KINDS` order).
+static WORDS: Words<{ MAX_FIELDS + EVENT_KINDS.len() }> = Words::new([
+    "event",
+    "user",
+    "qty",
+    "order",
+    "remaining",
+    "transfer",
+    "peer",
+    "purchase",
+    "confirm",
+    "cancel",
+    "expire",
+    "restock",
+    "lend",
+    "absorb",
+]);
+
 pub enum Value<'a> {
     Bytes(&'a [u8]),
     Int(u64),
     /// The event's name, a string made once.
     Kind(EventKind),
-}
-
-/// The field names, then the event kinds' names.
-struct Names([*mut raw::RedisModuleString; MAX_FIELDS + EVENT_KINDS.len()]);
-
-// Created once on the main thread and never freed or changed: only their pointers are shared.
-unsafe impl Send for Names {}
-unsafe impl Sync for Names {}
-
-static NAMES: OnceLock<Names> = OnceLock::new();
-
-fn names() -> &'static Names {
-    NAMES.get_or_init(|| {
-        let mut words = [""; MAX_FIELDS + EVENT_KINDS.len()];
-        words[..MAX_FIELDS].copy_from_slice(&FIELD_NAMES);
-        for (word, kind) in words[MAX_FIELDS..].iter_mut().zip(EVENT_KINDS) {
-            *word = kind.name();
-        }
-        Names(words.map(|word| unsafe {
-            // No context: a string that lives as long as the module.
-            raw::RedisModule_CreateString.expect("CreateString")(
-                null_mut(),
-                word.as_ptr().cast(),
-                word.len(),
-            )
-        }))
-    })
 }
 
 /// The sale's stream key, open for writing; closed when dropped.
@@ -127,17 +107,16 @@ impl<'c> Stream<'c> {
         id: Option<(u64, u64)>,
     ) -> Result<(u64, u64), &'static str> {
         assert!(fields.len() <= MAX_FIELDS, "more fields than an entry has");
-        let names = names();
         let mut values = TempStrings::new(self.ctx);
         let mut argv = [null_mut(); 2 * MAX_FIELDS];
         for (i, (field, value)) in fields.iter().enumerate() {
-            argv[2 * i] = names.0[*field as usize];
+            argv[2 * i] = WORDS.get(*field as usize);
             argv[2 * i + 1] = match value {
                 Value::Bytes(bytes) => values.bytes(bytes),
                 Value::Int(n) => values.int(*n),
                 Value::Kind(kind) => {
                     let at = EVENT_KINDS.iter().position(|k| k == kind);
-                    names.0[MAX_FIELDS + at.expect("every kind is listed")]
+                    WORDS.get(MAX_FIELDS + at.expect("every kind is listed"))
                 }
             };
         }
@@ -201,5 +180,29 @@ impl<'c> Stream<'c> {
 impl Drop for Stream<'_> {
     fn drop(&mut self) {
         unsafe { raw::RedisModule_CloseKey.expect("CloseKey")(self.key) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_follow_the_fields_and_the_event_kinds() {
+        let fields = [
+            (Field::Event, "event"),
+            (Field::User, "user"),
+            (Field::Qty, "qty"),
+            (Field::Order, "order"),
+            (Field::Remaining, "remaining"),
+            (Field::Transfer, "transfer"),
+            (Field::Peer, "peer"),
+        ];
+        for (field, name) in fields {
+            assert_eq!(WORDS.word(field as usize), name);
+        }
+        for (i, kind) in EVENT_KINDS.iter().enumerate() {
+            assert_eq!(WORDS.word(MAX_FIELDS + i), kind.name());
+        }
     }
 }

@@ -405,7 +405,7 @@ pub fn cluster_node_id(server: &Server) -> String {
 pub fn wait_replicas(con: &mut redis::Connection, count: i64) {
     let acked: i64 = redis::cmd("WAIT")
         .arg(count)
-        .arg(10_000)
+        .arg(30_000)
         .query(con)
         .unwrap();
     assert_eq!(acked, count, "replicas acknowledged");
