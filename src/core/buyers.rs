@@ -286,12 +286,47 @@ impl Buyers {
     /// Creates the record of a user who never bought; the caller checked [`Buyers::has_room`].
     pub fn insert(&mut self, user: &[u8], entry: &Entry) -> Slot {
         debug_assert!(self.find(user).is_none());
+        let hash = self.hasher.hash_one(user);
+        let start = self.append(user, entry);
+        let (arena, hasher) = (&self.arena, &self.hasher);
+        self.offsets.insert_unique(hash, start as u32, |&offset| {
+            hasher.hash_one(header_at(arena, u64::from(offset)).0)
+        });
+        Slot(start)
+    }
+
+    /// [`Buyers::insert`] for a user who may already have a record (loading a payload, which
+    /// must not list anyone twice): one probe of the table, `None` for a duplicate.
+    pub fn insert_new(&mut self, user: &[u8], entry: &Entry) -> Option<Slot> {
+        let hash = self.hasher.hash_one(user);
+        let start = self.arena.len() as u64;
+        let (arena, hasher) = (&self.arena, &self.hasher);
+        let slot = match self.offsets.entry(
+            hash,
+            |&offset| header_at(arena, u64::from(offset)).0 == user,
+            |&offset| hasher.hash_one(header_at(arena, u64::from(offset)).0),
+        ) {
+            hashbrown::hash_table::Entry::Occupied(_) => return None,
+            hashbrown::hash_table::Entry::Vacant(vacant) => vacant,
+        };
+        // The record goes at the arena's end, where the table entry already points.
+        slot.insert(start as u32);
+        let appended = self.append(user, entry);
+        debug_assert_eq!(appended, start);
+        Some(Slot(start))
+    }
+
+    /// Writes a record at the arena's end and returns its offset.
+    fn append(&mut self, user: &[u8], entry: &Entry) -> u64 {
         assert!(self.has_room(), "the buyer arena is full");
         let needed = 10 + user.len() + self.fields_len();
         if self.arena.capacity() - self.arena.len() < needed {
-            // Grow by half instead of doubling: the arena is most of a large sale's memory.
-            let extra = needed.max(self.arena.len() / 2).max(256);
-            self.arena.reserve_exact(extra);
+            // Grow by about an eighth instead of doubling (the arena is most of a large sale's
+            // memory, and copying it on growth costs less than leaving half of it unused), to
+            // a size the allocator hands out exactly, so none of it is rounding.
+            let wanted = self.arena.len() + needed.max(self.arena.len() / 8).max(4096);
+            self.arena
+                .reserve_exact(allocated(wanted) - self.arena.len());
         }
         let start = self.arena.len() as u64;
         if self.records.is_multiple_of(CHECKPOINT_EVERY) {
@@ -307,13 +342,7 @@ impl Buyers {
         if !gone {
             self.live += 1;
         }
-
-        let hash = self.hasher.hash_one(user);
-        let (arena, hasher) = (&self.arena, &self.hasher);
-        self.offsets.insert_unique(hash, start as u32, |&offset| {
-            hasher.hash_one(header_at(arena, u64::from(offset)).0)
-        });
-        Slot(start)
+        start
     }
 
     /// Every record from record number `first` on, gone ones included, in creation order.
@@ -351,6 +380,11 @@ impl Buyers {
         allocated(self.arena.capacity())
             + allocated(self.offsets.allocation_size())
             + allocated(self.checkpoints.capacity() * 8)
+    }
+
+    /// Gives back what [`Buyers::reserve`] over-estimated.
+    pub fn shrink_to_fit(&mut self) {
+        self.arena.shrink_to_fit();
     }
 
     /// Pre-sizes for `count` records whose ids take `user_bytes` in total (used when loading).

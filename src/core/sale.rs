@@ -240,6 +240,7 @@ impl Sale {
         totals: SaleTotals,
         ledger: Ledger,
         record_count: usize,
+        user_bytes: usize,
         records: impl Iterator<Item = (&'a [u8], Entry)>,
     ) -> Result<Sale, SaleError> {
         let mut sale = Sale::new(config, totals.seed)?;
@@ -250,7 +251,7 @@ impl Sale {
             .and_then(|added| added.checked_sub(sale.ledger.lent()))
             .ok_or(SaleError::Invalid("stock out of range"))?;
         let mut owned = 0u64;
-        sale.buyers.reserve(record_count, 0);
+        sale.buyers.reserve(record_count, user_bytes);
         for (user, entry) in records {
             if user.is_empty() {
                 return Err(SaleError::EmptyUser);
@@ -262,9 +263,6 @@ impl Sale {
             if entry.units() > sale.config.limit || unstorable || entry.order > totals.orders {
                 return Err(SaleError::Invalid("buyer record out of range"));
             }
-            if sale.buyers.find(user).is_some() {
-                return Err(SaleError::Invalid("duplicate buyer"));
-            }
             if !sale.buyers.has_room() {
                 return Err(SaleError::BuyersFull);
             }
@@ -272,7 +270,10 @@ impl Sale {
                 .checked_add(entry.units())
                 .filter(|&units| units <= supply)
                 .ok_or(SaleError::Invalid("buyers hold more than the stock"))?;
-            let slot = sale.buyers.insert(user, &entry);
+            let slot = sale
+                .buyers
+                .insert_new(user, &entry)
+                .ok_or(SaleError::Invalid("duplicate buyer"))?;
             if entry.held_qty > 0 {
                 sale.holds.insert((entry.expires_at_ms, slot));
             }
@@ -280,6 +281,7 @@ impl Sale {
             sale.sold += entry.final_qty;
         }
         sale.remaining = supply - owned;
+        sale.buyers.shrink_to_fit();
         Ok(sale)
     }
 
@@ -1243,8 +1245,15 @@ mod tests {
         };
         let totals = SaleTotals::default();
         let ok = [(&b"a"[..], entry(1, 0)), (&b"b"[..], entry(2, 0))];
-        let sale =
-            Sale::restore(config(5, 2), totals, Ledger::default(), 2, ok.into_iter()).unwrap();
+        let sale = Sale::restore(
+            config(5, 2),
+            totals,
+            Ledger::default(),
+            2,
+            0,
+            ok.into_iter(),
+        )
+        .unwrap();
         assert_eq!(sale.summary(T0).remaining, 2);
         assert_invariants(&sale);
 
@@ -1288,6 +1297,7 @@ mod tests {
                 totals,
                 Ledger::default(),
                 records.len(),
+                0,
                 records.iter().copied(),
             );
             assert_eq!(got.err(), Some(expected));
@@ -1301,6 +1311,7 @@ mod tests {
                 config(5, 2),
                 too_much,
                 Ledger::default(),
+                0,
                 0,
                 std::iter::empty()
             )

@@ -141,14 +141,85 @@ fn check_count(reader: &Reader, count: u64, min_record_bytes: usize) -> Decoded<
     Ok(count as usize)
 }
 
-fn restored(
+/// The buyer records of a payload, read one at a time while the sale is rebuilt, so loading
+/// never holds a second copy of them; a malformed record stops the reading and is kept.
+struct Records<'r, 'a> {
+    reader: &'r mut Reader<'a>,
+    left: usize,
+    read: fn(&mut Reader<'a>) -> Decoded<(&'a [u8], Entry)>,
+    error: Option<DecodeError>,
+}
+
+impl<'a> Iterator for Records<'_, 'a> {
+    type Item = (&'a [u8], Entry);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 || self.error.is_some() {
+            return None;
+        }
+        match (self.read)(self.reader) {
+            Ok(record) => {
+                self.left -= 1;
+                Some(record)
+            }
+            Err(e) => {
+                self.error = Some(e);
+                None
+            }
+        }
+    }
+}
+
+/// Rebuilds the sale from its parts and the `count` records that follow in `reader`.
+fn restored<'a>(
+    reader: &mut Reader<'a>,
+    count: usize,
+    read: fn(&mut Reader<'a>) -> Decoded<(&'a [u8], Entry)>,
     config: SaleConfig,
     totals: SaleTotals,
     ledger: Ledger,
-    records: Vec<(&[u8], Entry)>,
 ) -> Decoded<Sale> {
-    Sale::restore(config, totals, ledger, records.len(), records.into_iter())
-        .map_err(|_| DecodeError("sale breaks an invariant"))
+    // The records' user ids take at most what is left of the payload.
+    let user_bytes = reader.bytes.len() - reader.pos;
+    let mut records = Records {
+        reader,
+        left: count,
+        read,
+        error: None,
+    };
+    let sale = Sale::restore(config, totals, ledger, count, user_bytes, &mut records);
+    if let Some(e) = records.error {
+        return Err(e);
+    }
+    let sale = sale.map_err(|_| DecodeError("sale breaks an invariant"))?;
+    records.reader.finish()?;
+    Ok(sale)
+}
+
+fn read_record_v1<'a>(reader: &mut Reader<'a>) -> Decoded<(&'a [u8], Entry)> {
+    let user = reader.bytes()?;
+    let final_qty = reader.varint()?;
+    if final_qty == 0 {
+        return Err(DecodeError("sale breaks an invariant"));
+    }
+    Ok((
+        user,
+        Entry {
+            final_qty,
+            ..Entry::default()
+        },
+    ))
+}
+
+fn read_record_v2<'a>(reader: &mut Reader<'a>) -> Decoded<(&'a [u8], Entry)> {
+    let user = reader.bytes()?;
+    let entry = Entry {
+        final_qty: reader.varint()?,
+        held_qty: reader.varint()?,
+        expires_at_ms: reader.varint()?,
+        order: reader.varint()?,
+    };
+    Ok((user, entry))
 }
 
 /// v1 (module 0.1): `stock limit count (len user qty)*`, all varints, every purchase final.
@@ -157,28 +228,19 @@ fn decode_sale_v1(reader: &mut Reader) -> Decoded<Sale> {
     let limit = reader.varint()?;
     let count = reader.varint()?;
     let count = check_count(reader, count, 3)?;
-    let mut records = Vec::with_capacity(count);
-    for _ in 0..count {
-        let user = reader.bytes()?;
-        let final_qty = reader.varint()?;
-        if final_qty == 0 {
-            return Err(DecodeError("sale breaks an invariant"));
-        }
-        records.push((
-            user,
-            Entry {
-                final_qty,
-                ..Entry::default()
-            },
-        ));
-    }
-    reader.finish()?;
     let config = SaleConfig {
         stock,
         limit,
         ..SaleConfig::default()
     };
-    restored(config, SaleTotals::default(), Ledger::default(), records)
+    restored(
+        reader,
+        count,
+        read_record_v1,
+        config,
+        SaleTotals::default(),
+        Ledger::default(),
+    )
 }
 
 /// v3 is v2 with the transfer ledger between the totals and the buyers; v4 is v3 with the
@@ -213,18 +275,6 @@ fn decode_sale_v2_to_v4(reader: &mut Reader, version: u32) -> Decoded<Sale> {
     };
     let count = reader.varint()?;
     let count = check_count(reader, count, 5)?;
-    let mut records = Vec::with_capacity(count);
-    for _ in 0..count {
-        let user = reader.bytes()?;
-        let entry = Entry {
-            final_qty: reader.varint()?,
-            held_qty: reader.varint()?,
-            expires_at_ms: reader.varint()?,
-            order: reader.varint()?,
-        };
-        records.push((user, entry));
-    }
-    reader.finish()?;
     let config = SaleConfig {
         stock,
         limit,
@@ -234,7 +284,7 @@ fn decode_sale_v2_to_v4(reader: &mut Reader, version: u32) -> Decoded<Sale> {
         events: (!events.is_empty()).then(|| events.to_vec()),
         events_maxlen,
     };
-    restored(config, totals, ledger, records)
+    restored(reader, count, read_record_v2, config, totals, ledger)
 }
 
 fn decode_ledger(reader: &mut Reader) -> Decoded<Ledger> {
@@ -589,5 +639,36 @@ mod tests {
                 std::fs::write(path, bytes).unwrap();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod timing {
+    use super::*;
+
+    /// `cargo test --release decode_timing -- --ignored --nocapture`: where a big sale's load goes.
+    #[test]
+    #[ignore]
+    fn decode_timing() {
+        let config = SaleConfig {
+            stock: 20_000_000,
+            limit: 1,
+            ..SaleConfig::default()
+        };
+        let mut sale = Sale::new(config, [3; 16]).unwrap();
+        let t = std::time::Instant::now();
+        for i in 0..10_000_000u64 {
+            sale.try_buy(format!("user:{i:010}").as_bytes(), 1, 0)
+                .unwrap();
+            sale.clear_events();
+        }
+        println!("buy: {:?}", t.elapsed());
+        let t = std::time::Instant::now();
+        let bytes = encode_sale(&sale);
+        println!("encode: {:?} ({} bytes)", t.elapsed(), bytes.len());
+        let t = std::time::Instant::now();
+        let back = decode_sale(&bytes, SALE_VERSION).unwrap();
+        println!("decode: {:?}", t.elapsed());
+        assert_eq!(back.summary(0), sale.summary(0));
     }
 }
