@@ -141,12 +141,15 @@ fn check_count(reader: &Reader, count: u64, min_record_bytes: usize) -> Decoded<
     Ok(count as usize)
 }
 
+/// Reads one buyer record of some encoding version.
+type ReadRecord<'a> = fn(&mut Reader<'a>) -> Decoded<(&'a [u8], Entry)>;
+
 /// The buyer records of a payload, read one at a time while the sale is rebuilt, so loading
 /// never holds a second copy of them; a malformed record stops the reading and is kept.
 struct Records<'r, 'a> {
     reader: &'r mut Reader<'a>,
     left: usize,
-    read: fn(&mut Reader<'a>) -> Decoded<(&'a [u8], Entry)>,
+    read: ReadRecord<'a>,
     error: Option<DecodeError>,
 }
 
@@ -174,7 +177,7 @@ impl<'a> Iterator for Records<'_, 'a> {
 fn restored<'a>(
     reader: &mut Reader<'a>,
     count: usize,
-    read: fn(&mut Reader<'a>) -> Decoded<(&'a [u8], Entry)>,
+    read: ReadRecord<'a>,
     config: SaleConfig,
     totals: SaleTotals,
     ledger: Ledger,
