@@ -90,9 +90,16 @@ impl Drop for Sentinel {
     }
 }
 
+/// The server's ROLE, or "" while it cannot answer (a Sentinel promoting it kills its client
+/// connections, this one included).
 fn role(server: &Server) -> String {
-    let role: Vec<redis::Value> = redis::cmd("ROLE").query(&mut server.con()).unwrap();
-    redis::from_redis_value(role[0].clone()).unwrap()
+    redis::Client::open(server.url())
+        .and_then(|client| client.get_connection())
+        .and_then(|mut con| redis::cmd("ROLE").query::<Vec<redis::Value>>(&mut con))
+        .ok()
+        .and_then(|role| role.first().cloned())
+        .and_then(|first| redis::from_redis_value(first).ok())
+        .unwrap_or_default()
 }
 
 /// A lock key that `node` serves (in a cluster, one of its slots).

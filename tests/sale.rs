@@ -531,7 +531,11 @@ fn buyer_costs_less_memory_than_a_set_member() {
     // MEMORY USAGE counts jemalloc's size classes (Redis' allocator): within 5 % there; other
     // allocators (this Valkey build uses libc's) round differently.
     let memory: String = redis::cmd("INFO").arg("memory").query(&mut con).unwrap();
-    let tolerance = if memory.contains("mem_allocator:jemalloc") { 0.05 } else { 0.2 };
+    let tolerance = if memory.contains("mem_allocator:jemalloc") {
+        0.05
+    } else {
+        0.2
+    };
     let ratio = usage as f64 / sale_bytes as f64;
     assert!(
         (ratio - 1.0).abs() < tolerance,
