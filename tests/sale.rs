@@ -861,14 +861,7 @@ fn aof_rewrite_writes_a_big_sale_in_bounded_chunks() {
         common::dump(&mut con, "small"),
     );
     common::rewrite_aof(&mut con);
-    let dir = server.dir.join("appendonlydir");
-    let manifest = std::fs::read_to_string(dir.join("appendonly.aof.manifest")).unwrap();
-    let base = manifest
-        .lines()
-        .find(|line| line.ends_with("type b"))
-        .and_then(|line| line.split(' ').nth(1))
-        .unwrap();
-    let aof = std::fs::read(dir.join(base)).unwrap();
+    let aof = std::fs::read(server.aof_file("b")).unwrap();
     let text = String::from_utf8_lossy(&aof);
     let chunks = text.matches("\r\nCHUNK\r\n").count();
     assert!(chunks >= 50, "{chunks} chunks");

@@ -192,25 +192,42 @@ impl Server {
     /// it again: how commands only AOF loading may run get into a test.
     pub fn crash_and_append_to_aof(&mut self, commands: &[Vec<Vec<u8>>]) {
         self.kill();
-        let aof_dir = self.dir.join("appendonlydir");
-        let manifest = std::fs::read_to_string(aof_dir.join("appendonly.aof.manifest"))
-            .expect("an AOF manifest: start the server with --appendonly yes");
-        let incr = manifest
-            .lines()
-            .rev()
-            .filter(|line| line.ends_with("type i"))
-            .find_map(|line| line.split(' ').nth(1))
-            .expect("an incremental AOF file in the manifest");
+        let incr = self.aof_file("i");
         let mut bytes = Vec::new();
         for argv in commands {
             encode_command(argv, &mut bytes);
         }
         let mut file = std::fs::OpenOptions::new()
             .append(true)
-            .open(aof_dir.join(incr))
+            .open(incr)
             .expect("open the incremental AOF");
         std::io::Write::write_all(&mut file, &bytes).expect("append to the AOF");
         self.launch();
+    }
+
+    /// The newest AOF file of `kind` (`b` base, `i` incremental) in the manifest. Its lines
+    /// are `key value` pairs (`file NAME seq N type T`, and since Redis 7.4 more after them).
+    pub fn aof_file(&self, kind: &str) -> PathBuf {
+        let aof_dir = self.dir.join("appendonlydir");
+        let manifest = std::fs::read_to_string(aof_dir.join("appendonly.aof.manifest"))
+            .expect("an AOF manifest: start the server with --appendonly yes");
+        let name = manifest
+            .lines()
+            .rev()
+            .find_map(|line| {
+                let words: Vec<&str> = line.split_whitespace().collect();
+                let field = |key: &str| {
+                    words
+                        .chunks(2)
+                        .find(|pair| pair[0] == key)
+                        .and_then(|pair| pair.get(1).copied())
+                };
+                (field("type") == Some(kind))
+                    .then(|| field("file"))
+                    .flatten()
+            })
+            .unwrap_or_else(|| panic!("no AOF file of type {kind} in the manifest:\n{manifest}"));
+        aof_dir.join(name)
     }
 
     pub fn log(&self) -> String {
