@@ -414,19 +414,24 @@ fn readme_flags() -> Vec<(String, Vec<String>)> {
         .collect()
 }
 
+/// The commands the module registered, as `COMMAND LIST` names them.
+fn module_commands(con: &mut redis::Connection) -> Vec<String> {
+    redis::cmd("COMMAND")
+        .arg("LIST")
+        .arg("FILTERBY")
+        .arg("MODULE")
+        .arg("seckill")
+        .query(con)
+        .unwrap()
+}
+
 #[test]
 fn command_info_flags_match_the_readme_table() {
     let server = Server::start();
     let mut con = server.con();
     let table = readme_flags();
     assert!(table.len() >= 15, "README flag table: {table:?}");
-    let listed: Vec<String> = redis::cmd("COMMAND")
-        .arg("LIST")
-        .arg("FILTERBY")
-        .arg("MODULE")
-        .arg("seckill")
-        .query(&mut con)
-        .unwrap();
+    let listed = module_commands(&mut con);
     let mut names: Vec<&String> = table.iter().map(|(n, _)| n).collect();
     names.sort();
     let mut listed_sorted: Vec<&String> = listed.iter().collect();
@@ -458,13 +463,7 @@ fn command_info_flags_match_the_readme_table() {
 fn command_docs_describe_every_public_command() {
     let server = Server::start();
     let mut con = server.con();
-    let listed: Vec<String> = redis::cmd("COMMAND")
-        .arg("LIST")
-        .arg("FILTERBY")
-        .arg("MODULE")
-        .arg("seckill")
-        .query(&mut con)
-        .unwrap();
+    let listed = module_commands(&mut con);
     let public: Vec<&String> = listed.iter().filter(|n| !n.contains("._")).collect();
     assert_eq!(public.len(), 16, "{listed:?}");
     for name in public {

@@ -16,11 +16,6 @@ fn acquire(con: &mut redis::Connection, key: &str, token: &str) -> i64 {
         .expect("a free lock")
 }
 
-fn signal(server: &Server, sig: i32) {
-    let pid = server.pid().expect("a running server") as i32;
-    assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
-}
-
 /// How the replica becomes the master once the old one is dead.
 #[derive(Clone, Copy, Debug)]
 enum Promotion {
@@ -169,27 +164,16 @@ fn lose_a_grant_and_fail_over(promotion: Promotion, module_args: &[&str]) -> (i6
         .query(&mut con)
         .unwrap();
     wait_replicas(&mut con, 1);
-    // Freeze the replica and cut its link, so what follows stays on the master (data already
-    // in the socket would otherwise reach the replica when it resumes).
-    signal(&replica, libc::SIGSTOP);
-    let _: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("replica")
-        .query(&mut con)
-        .unwrap();
+    // What follows stays on the master.
+    common::isolate_replica(&replica, &mut con);
     // Acknowledged to its client, never shipped.
     let lost = acquire(&mut con, &key, "b");
     assert!(lost > first);
     master.kill();
-    signal(&replica, libc::SIGCONT);
+    replica.signal(libc::SIGCONT);
     match promotion {
         Promotion::Manual => {
-            let _: () = redis::cmd("REPLICAOF")
-                .arg("NO")
-                .arg("ONE")
-                .query(&mut replica.con())
-                .unwrap();
+            common::promote(&mut replica.con());
         }
         Promotion::Sentinel => {}
         Promotion::ClusterForce => {
@@ -317,26 +301,16 @@ fn wait_says_which_acknowledgements_survive_a_failover() {
         (9, 1),
         "bought, replicated"
     );
-    signal(&replica, libc::SIGSTOP);
-    let _: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("replica")
-        .query(&mut con)
-        .unwrap();
+    common::isolate_replica(&replica, &mut con);
     assert_eq!(
         buy_and_wait(&mut con, "maybe-lost", 100),
         (8, 0),
         "bought, not replicated"
     );
     master.kill();
-    signal(&replica, libc::SIGCONT);
+    replica.signal(libc::SIGCONT);
     let mut promoted = replica.con();
-    let _: () = redis::cmd("REPLICAOF")
-        .arg("NO")
-        .arg("ONE")
-        .query(&mut promoted)
-        .unwrap();
+    common::promote(&mut promoted);
     assert_eq!(
         common::int(&mut promoted, &["SECKILL.BOUGHT", "s", "kept"]),
         1

@@ -279,11 +279,6 @@ fn client(shared: Arc<Shared>, id: usize) {
     }
 }
 
-fn signal(server: &Server, sig: i32) {
-    let pid = server.pid().expect("a running server") as i32;
-    assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
-}
-
 fn is_grant(o: &Outcome) -> bool {
     matches!(o, Outcome::Grant { .. })
 }
@@ -334,25 +329,15 @@ fn run(module_args: &[&str], rounds: usize) -> (Vec<Call>, Final) {
             shared.calls_since(mark, is_grant) >= 5 && shared.calls_since(mark, is_purchase) >= 5
         });
         // Writes from here on stay on the master.
-        signal(&replica, libc::SIGSTOP);
-        let _: i64 = redis::cmd("CLIENT")
-            .arg("KILL")
-            .arg("TYPE")
-            .arg("replica")
-            .query(&mut con)
-            .unwrap();
+        common::isolate_replica(&replica, &mut con);
         let frozen = Instant::now();
         common::wait_until(wait, "writes the replica misses", || {
             shared.calls_since(frozen, is_grant) >= 1
                 && shared.calls_since(frozen, is_purchase) >= 1
         });
         master.kill();
-        signal(&replica, libc::SIGCONT);
-        let _: () = redis::cmd("REPLICAOF")
-            .arg("NO")
-            .arg("ONE")
-            .query(&mut replica.con())
-            .unwrap();
+        replica.signal(libc::SIGCONT);
+        common::promote(&mut replica.con());
         std::mem::swap(&mut master, &mut replica);
         shared.master_port.store(master.port, Ordering::Relaxed);
         let promoted = Instant::now();

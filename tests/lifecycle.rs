@@ -674,11 +674,7 @@ fn a_replica_never_expires_holds_until_promoted() {
     assert_eq!(dump(&mut on_replica, "s"), held);
     assert_eq!(stream(&mut on_replica, "ev").len(), 1);
 
-    let _: () = redis::cmd("REPLICAOF")
-        .arg("NO")
-        .arg("ONE")
-        .query(&mut on_replica)
-        .unwrap();
+    common::promote(&mut on_replica);
     let mut watcher = replica.con();
     let first = stream(&mut on_replica, "ev")[0].id.clone();
     let expired = next_event(&mut watcher, "ev", &first);

@@ -550,11 +550,7 @@ fn replica_mirrors_state_and_continues_fences_after_promotion() {
     let (owner, _, fence, _) = lock_info(&mut rcon, "r");
     assert_eq!((owner.as_deref(), fence), (Some("b"), 2));
 
-    let _: () = redis::cmd("REPLICAOF")
-        .arg("NO")
-        .arg("ONE")
-        .query(&mut rcon)
-        .unwrap();
+    common::promote(&mut rcon);
     assert_eq!(
         acquire(&mut rcon, "r", "b", 1_000, None),
         Some(2),

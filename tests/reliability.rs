@@ -284,11 +284,7 @@ fn failover_keeps_every_wait_acknowledged_write() {
     let mut acked = Acked::default();
     join_load(threads, &mut acked);
     let mut con = replica.con();
-    let _: () = redis::cmd("REPLICAOF")
-        .arg("NO")
-        .arg("ONE")
-        .query(&mut con)
-        .unwrap();
+    common::promote(&mut con);
     println!("[failover] master killed under load, replica promoted");
     assert!(!acked.users.is_empty(), "the load acknowledged something");
     check_state(&mut con, STOCK, &acked, "failover");

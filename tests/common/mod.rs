@@ -180,6 +180,12 @@ impl Server {
         self.launch();
     }
 
+    /// Sends `sig` to the running server (SIGSTOP freezes it, SIGCONT resumes it).
+    pub fn signal(&self, sig: i32) {
+        let pid = self.pid().expect("a running server") as i32;
+        assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
+    }
+
     /// Stops the server with SIGKILL, as a crash would.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -414,6 +420,29 @@ pub fn cluster_node_id(server: &Server) -> String {
         .arg("MYID")
         .query(&mut server.con())
         .expect("CLUSTER MYID")
+}
+
+/// Makes the server `con` talks to a master (`REPLICAOF NO ONE`), as an operator promotes a
+/// replica.
+pub fn promote(con: &mut redis::Connection) {
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(con)
+        .expect("REPLICAOF NO ONE");
+}
+
+/// Freezes `replica` and cuts its link to the master `con` talks to, so that the master's
+/// next writes never reach it (data already in the socket would otherwise arrive when it is
+/// resumed with SIGCONT).
+pub fn isolate_replica(replica: &Server, con: &mut redis::Connection) {
+    replica.signal(libc::SIGSTOP);
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("replica")
+        .query(con)
+        .unwrap();
 }
 
 /// Waits until `count` replicas acknowledged every write made on `con` (Redis' WAIT counts
