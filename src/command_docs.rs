@@ -38,26 +38,22 @@ const fn arg(name: &'static CStr, kind: Kind) -> Arg {
     }
 }
 
+/// `TOKEN value`.
+const fn tokened(token: &'static CStr, name: &'static CStr, kind: Kind) -> Arg {
+    Arg {
+        token: Some(token),
+        ..arg(name, kind)
+    }
+}
+
 /// `TOKEN value`, optional.
 const fn option(token: &'static CStr, name: &'static CStr, kind: Kind) -> Arg {
-    Arg {
-        name,
-        kind,
-        token: Some(token),
-        optional: true,
-        subargs: &[],
-    }
+    optional(tokened(token, name, kind))
 }
 
 /// A bare optional word.
 const fn flag(token: &'static CStr) -> Arg {
-    Arg {
-        name: token,
-        kind: Kind::Token,
-        token: Some(token),
-        optional: true,
-        subargs: &[],
-    }
+    option(token, token, Kind::Token)
 }
 
 const fn optional(mut a: Arg) -> Arg {
@@ -108,14 +104,8 @@ const DOCS: &[Doc] = &[
                 token: None,
                 optional: true,
                 subargs: &[
-                    Arg {
-                        // Key spec 1: the stream, found after the EVENTS keyword.
-                        name: c"stream",
-                        kind: Kind::Key,
-                        token: Some(c"EVENTS"),
-                        optional: false,
-                        subargs: &[],
-                    },
+                    // Key spec 1: the stream, found after the EVENTS keyword.
+                    tokened(c"EVENTS", c"stream", Kind::Key),
                     option(c"MAXLEN", c"maxlen", Kind::Integer),
                 ],
             },
@@ -192,13 +182,7 @@ const DOCS: &[Doc] = &[
             KEY,
             TRANSFER_ID,
             UNITS,
-            Arg {
-                name: c"dst",
-                kind: Kind::Text,
-                token: Some(c"TO"),
-                optional: false,
-                subargs: &[],
-            },
+            tokened(c"TO", c"dst", Kind::Text),
         ],
     },
     Doc {
@@ -211,13 +195,7 @@ const DOCS: &[Doc] = &[
             KEY,
             TRANSFER_ID,
             UNITS,
-            Arg {
-                name: c"src",
-                kind: Kind::Text,
-                token: Some(c"FROM"),
-                optional: false,
-                subargs: &[],
-            },
+            tokened(c"FROM", c"src", Kind::Text),
         ],
     },
     Doc {
