@@ -408,24 +408,23 @@ fn mutate(
         for (index, event) in sale.events().iter().enumerate() {
             count(event, holds);
             if let Some(stream) = &stream {
-                let given = match replayed_ids.as_mut().map(|ids| ids.next()) {
-                    Some(Some(Ok(id))) => id,
+                let written = match replayed_ids.as_mut().map(Iterator::next) {
+                    // On the master: the next ID, which the _REPLAY below carries.
+                    None => append_entry(ctx, stream, sale, event, op.transfer(), None),
+                    Some(Some(Ok(Some(id)))) => {
+                        append_entry(ctx, stream, sale, event, op.transfer(), Some(id))
+                    }
+                    // The master could not write this one either.
+                    Some(Some(Ok(None))) => None,
                     Some(_) => {
-                        // The master wrote an entry this replay cannot name: skip it, as the
-                        // master did for one it could not write.
                         stats::EVENTS_FAILED.incr();
                         ctx.log_warning("seckill: a replayed change names no valid stream ID");
                         None
                     }
-                    None => None,
                 };
-                let skip = replayed_ids.is_some() && given.is_none();
-                let written = if skip {
-                    None
-                } else {
-                    append_entry(ctx, stream, sale, event, op.transfer(), given)
-                };
-                push_stream_id(&mut ids, index, written);
+                if replayed.is_none() {
+                    push_stream_id(&mut ids, index, written);
+                }
             }
             // SAFETY: the key is the command's own argument, valid for the whole call.
             unsafe {
@@ -437,7 +436,7 @@ fn mutate(
                 )
             };
         }
-        let length = stream.as_ref().map(|stream| {
+        if let Some(stream) = &stream {
             match replayed.flatten() {
                 Some(entries) => stream.trim_exact(entries.length),
                 None => {
@@ -446,8 +445,7 @@ fn mutate(
                     }
                 }
             }
-            stream.length()
-        });
+        }
         let config = sale.config();
         // Without HOLD or a window the outcome depends on the sale alone, and without a
         // stream the command writes nothing else: the command itself then replays exactly,
@@ -468,10 +466,10 @@ fn mutate(
             // SAFETY: the key is the command's own argument, valid for the whole call.
             unsafe { argv.retain(key_name.inner) };
             argv.int(now_ms);
-            if let Some(length) = length {
+            if let Some(stream) = &stream {
                 argv.bytes(b"STREAM");
                 argv.bytes(&ids);
-                argv.int(length);
+                argv.int(stream.length());
             }
             match COMMAND_WORDS.find(command) {
                 // SAFETY: a word's string lives as long as the module.
