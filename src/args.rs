@@ -2,7 +2,7 @@
 //! Each parser takes the arguments after the key.
 
 use crate::core::escrow::MAX_TRANSFER_ID;
-use crate::core::sale::MAX_UNITS;
+use crate::core::sale::{MAX_PARTITIONS, MAX_UNITS};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ArgError {
@@ -101,7 +101,16 @@ pub struct InitArgs<'a> {
     pub end_ms: Option<u64>,
     pub events: Option<&'a [u8]>,
     pub events_maxlen: Option<u64>,
+    pub partition: Option<PartitionArgs<'a>>,
     pub replace: bool,
+}
+
+/// `PARTITION i PARTITIONS n MANIFEST key`: the three go together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartitionArgs<'a> {
+    pub manifest: &'a [u8],
+    pub index: u64,
+    pub count: u64,
 }
 
 /// An optional setting where 0 means "not set", as SECKILL.INFO prints an unset one, so that
@@ -111,8 +120,8 @@ fn unset_if_zero(raw: &[u8], what: &str) -> ArgResult<Option<u64>> {
 }
 
 /// `SECKILL.INIT key stock [LIMIT n] [HOLD ms] [START unix_ms] [END unix_ms] [EVENTS stream
-/// [MAXLEN n]] [REPLACE]`; HOLD 0, START 0, END 0 and MAXLEN 0 are the same as leaving them
-/// out.
+/// [MAXLEN n]] [PARTITION i PARTITIONS n MANIFEST key] [REPLACE]`; HOLD 0, START 0, END 0 and
+/// MAXLEN 0 are the same as leaving them out.
 pub fn init<'a>(rest: &'a [&'a [u8]]) -> ArgResult<InitArgs<'a>> {
     let (stock, options_rest) = rest.split_first().ok_or(ArgError::Arity)?;
     let mut parsed = InitArgs {
@@ -123,8 +132,10 @@ pub fn init<'a>(rest: &'a [&'a [u8]]) -> ArgResult<InitArgs<'a>> {
         end_ms: None,
         events: None,
         events_maxlen: None,
+        partition: None,
         replace: false,
     };
+    let (mut index, mut count, mut manifest) = (None, None, None);
     options(options_rest, |name, value| {
         match name {
             "LIMIT" => parsed.limit = integer(value_of(name, value)?, "LIMIT", 1, MAX_UNITS)?,
@@ -135,6 +146,23 @@ pub fn init<'a>(rest: &'a [&'a [u8]]) -> ArgResult<InitArgs<'a>> {
             "MAXLEN" => {
                 parsed.events_maxlen = unset_if_zero(value_of(name, value)?, "MAXLEN")?;
             }
+            "PARTITIONS" => {
+                count = Some(integer(
+                    value_of(name, value)?,
+                    "PARTITIONS",
+                    1,
+                    MAX_PARTITIONS,
+                )?);
+            }
+            "PARTITION" => {
+                index = Some(integer(
+                    value_of(name, value)?,
+                    "PARTITION",
+                    0,
+                    MAX_PARTITIONS - 1,
+                )?)
+            }
+            "MANIFEST" => manifest = Some(identifier(value_of(name, value)?, "MANIFEST key")?),
             "REPLACE" => {
                 parsed.replace = true;
                 return Ok(false);
@@ -143,6 +171,25 @@ pub fn init<'a>(rest: &'a [&'a [u8]]) -> ArgResult<InitArgs<'a>> {
         }
         Ok(true)
     })?;
+    parsed.partition = match (index, count, manifest) {
+        (None, None, None) => None,
+        (Some(index), Some(count), Some(manifest)) if index < count => Some(PartitionArgs {
+            manifest,
+            index,
+            count,
+        }),
+        (Some(_), Some(count), Some(_)) => {
+            return Err(ArgError::Invalid(format!(
+                "ERR PARTITION must be an integer between 0 and {} (PARTITIONS - 1)",
+                count - 1
+            )));
+        }
+        _ => {
+            return Err(ArgError::Invalid(
+                "ERR PARTITION, PARTITIONS and MANIFEST go together".to_string(),
+            ));
+        }
+    };
     if let (Some(start), Some(end)) = (parsed.start_ms, parsed.end_ms)
         && end <= start
     {
@@ -200,6 +247,14 @@ pub fn restock(rest: &[&[u8]]) -> ArgResult<u64> {
 pub const DEFAULT_SCAN_COUNT: u64 = 10;
 
 /// `SECKILL.BUYERS key cursor [COUNT n]`
+/// `SECKILL.SEAL key ms`
+pub fn seal(rest: &[&[u8]]) -> ArgResult<u64> {
+    match rest {
+        [ms] => integer(ms, "ms", 1, MAX_MS),
+        _ => Err(ArgError::Arity),
+    }
+}
+
 pub fn buyers(rest: &[&[u8]]) -> ArgResult<(u64, u64)> {
     let (cursor, options_rest) = rest.split_first().ok_or(ArgError::Arity)?;
     let cursor = integer(cursor, "cursor", 0, u64::MAX)
@@ -483,6 +538,84 @@ mod tests {
     }
 
     #[test]
+    fn init_partition_options_go_together() {
+        let parsed = init(&[
+            b"10",
+            b"partition",
+            b"3",
+            b"PARTITIONS",
+            b"16",
+            b"MANIFEST",
+            b"sale:1",
+        ])
+        .unwrap();
+        assert_eq!(
+            parsed.partition,
+            Some(PartitionArgs {
+                manifest: b"sale:1",
+                index: 3,
+                count: 16
+            })
+        );
+        for (rest, message) in [
+            (
+                &[&b"10"[..], b"PARTITION", b"3"][..],
+                "ERR PARTITION, PARTITIONS and MANIFEST go together",
+            ),
+            (
+                &[b"10", b"PARTITIONS", b"4", b"MANIFEST", b"m"],
+                "ERR PARTITION, PARTITIONS and MANIFEST go together",
+            ),
+            (
+                &[
+                    b"10",
+                    b"PARTITION",
+                    b"4",
+                    b"PARTITIONS",
+                    b"4",
+                    b"MANIFEST",
+                    b"m",
+                ],
+                "ERR PARTITION must be an integer between 0 and 3 (PARTITIONS - 1)",
+            ),
+            (
+                &[
+                    b"10",
+                    b"PARTITION",
+                    b"0",
+                    b"PARTITIONS",
+                    b"0",
+                    b"MANIFEST",
+                    b"m",
+                ],
+                "ERR PARTITIONS must be an integer between 1 and 16384",
+            ),
+            (
+                &[
+                    b"10",
+                    b"PARTITION",
+                    b"0",
+                    b"PARTITIONS",
+                    b"1",
+                    b"MANIFEST",
+                    b"",
+                ],
+                "ERR MANIFEST key must not be empty",
+            ),
+        ] {
+            assert_eq!(init(rest), Err(invalid(message)), "{rest:?}");
+        }
+        assert_eq!(seal(&[b"1000"]), Ok(1000));
+        assert_eq!(
+            seal(&[b"0"]),
+            Err(invalid(
+                "ERR ms must be an integer between 1 and 9223372036854775807"
+            ))
+        );
+        assert_eq!(seal(&[]), Err(ArgError::Arity));
+    }
+
+    #[test]
     fn identifier_is_binary_safe_but_not_empty() {
         assert_eq!(identifier(b"\x00\xff", "user"), Ok(&b"\x00\xff"[..]));
         assert_eq!(
@@ -503,6 +636,7 @@ mod tests {
                 end_ms: None,
                 events: None,
                 events_maxlen: None,
+                partition: None,
                 replace: false
             })
         );

@@ -70,6 +70,7 @@ commands! {
     ["seckill.absorb", sale::absorb, "write deny-oom fast"],
     ["seckill.settle", sale::settle, "write fast"],
     ["seckill.transfers", sale::transfers, "readonly"],
+    ["seckill.seal", sale::seal, "write fast"],
     ["seckill._restore", sale::restore, "write deny-oom"],
     ["seckill._replay", sale::replay, "write"],
     ["lock.acquire", lock::acquire, "write deny-oom blocking"],

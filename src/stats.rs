@@ -43,6 +43,8 @@ impl Gauge {
 pub static TRIES: Counter = Counter::new();
 pub static PURCHASES: Counter = Counter::new();
 pub static SOLD_OUT_REJECTIONS: Counter = Counter::new();
+pub static DRAINED_REJECTIONS: Counter = Counter::new();
+pub static SEALS: Counter = Counter::new();
 pub static LIMIT_REJECTIONS: Counter = Counter::new();
 pub static WINDOW_REJECTIONS: Counter = Counter::new();
 pub static HOLDS: Counter = Counter::new();
@@ -91,5 +93,7 @@ pub fn fields(lock_waiting_clients: usize) -> Vec<(&'static str, i64)> {
         ("timers", TIMERS.get()),
         ("lends", c(&LENDS)),
         ("absorbs", c(&ABSORBS)),
+        ("drained_rejections", c(&DRAINED_REJECTIONS)),
+        ("seals", c(&SEALS)),
     ]
 }

@@ -126,6 +126,18 @@ fn integer_args() -> Vec<IntegerArg> {
             None,
         ),
         arg(
+            "SECKILL.SEAL {s} {}",
+            "ERR ms must be an integer between 1 and 9223372036854775807",
+            false,
+            None,
+        ),
+        arg(
+            "SECKILL.INIT new 5 PARTITION 0 PARTITIONS {} MANIFEST m",
+            "ERR PARTITIONS must be an integer between 1 and 16384",
+            false,
+            Some("16385"),
+        ),
+        arg(
             "LOCK.ACQUIRE l other {}",
             "ERR ttl_ms must be an integer between 1 and 9223372036854775807",
             false,
@@ -179,6 +191,23 @@ fn other_cases() -> Vec<(&'static str, &'static str)> {
         ("SECKILL.LEND {s} t 1 FROM other", "ERR syntax error"),
         ("SECKILL.SETTLE {s}", arity("seckill.settle")),
         ("SECKILL.TRANSFERS {s} x", arity("seckill.transfers")),
+        ("SECKILL.SEAL {s}", arity("seckill.seal")),
+        (
+            "SECKILL.SEAL {s} 1000",
+            "ERR the sale is not a partition (INIT ... PARTITION i PARTITIONS n MANIFEST key)",
+        ),
+        (
+            "SECKILL.INIT new 5 PARTITION 0",
+            "ERR PARTITION, PARTITIONS and MANIFEST go together",
+        ),
+        (
+            "SECKILL.INIT new 5 PARTITION 2 PARTITIONS 2 MANIFEST m",
+            "ERR PARTITION must be an integer between 0 and 1 (PARTITIONS - 1)",
+        ),
+        (
+            "SECKILL.INIT new 5 PARTITION 0 PARTITIONS 2 MANIFEST ''",
+            "ERR MANIFEST key must not be empty",
+        ),
         ("SECKILL.INIT new 5 LIMIT", "ERR LIMIT needs a value"),
         ("SECKILL.INIT new 5 HOLD", "ERR HOLD needs a value"),
         ("SECKILL.INIT new 5 EVENTS", "ERR EVENTS needs a value"),
@@ -465,7 +494,7 @@ fn command_docs_describe_every_public_command() {
     let mut con = server.con();
     let listed = module_commands(&mut con);
     let public: Vec<&String> = listed.iter().filter(|n| !n.contains("._")).collect();
-    assert_eq!(public.len(), 16, "{listed:?}");
+    assert_eq!(public.len(), 17, "{listed:?}");
     for name in public {
         let docs: Vec<Value> = redis::cmd("COMMAND")
             .arg("DOCS")

@@ -32,6 +32,11 @@ fn expected_info(stock: i64, remaining: i64, buyers: i64, limit: i64) -> Vec<(St
         ("absorbed", 0),
         ("pending_out", 0),
         ("maxlen", 0),
+        // Not a partition of a larger sale.
+        ("manifest", -999),
+        ("partition", -999),
+        ("partitions", 0),
+        ("sealed", 0),
     ]
     .iter()
     .map(|(n, v)| (n.to_string(), *v))

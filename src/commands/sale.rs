@@ -16,7 +16,9 @@ use super::{
     writable_value,
 };
 use crate::args::{self, ArgError};
-use crate::core::sale::{BuyerRow, EventKind, Sale, SaleConfig, SaleError, SaleEvent, TryOutcome};
+use crate::core::sale::{
+    BuyerRow, EventKind, Partition, Sale, SaleConfig, SaleError, SaleEvent, TryOutcome,
+};
 use crate::persist::{SALE_TYPE, encoding, set_sale};
 use crate::{slot, stats};
 use redis_module::{
@@ -28,6 +30,7 @@ const SOLD_OUT: i64 = -1;
 const OVER_LIMIT: i64 = -2;
 const NOT_STARTED: i64 = -3;
 const ENDED: i64 = -4;
+const DRAINED: i64 = -5;
 
 /// How often a replica looks at its sales' holds again: it never expires them itself, but it
 /// must keep a timer so that it does once promoted.
@@ -79,6 +82,10 @@ impl From<SaleError> for RedisError {
             SaleError::Ended => "ERR the sale has ended: its stock no longer moves".to_string(),
             SaleError::TransferConflict(why) => format!("ERR transfer id {why}"),
             SaleError::Invalid(why) => format!("ERR invalid sale: {why}"),
+            SaleError::NotPartition => {
+                "ERR the sale is not a partition (INIT ... PARTITION i PARTITIONS n MANIFEST key)"
+                    .to_string()
+            }
             SaleError::BuyersFull => {
                 "ERR the sale's buyer table is full (4 GiB of user ids): start another sale"
                     .to_string()
@@ -107,6 +114,9 @@ enum Op<'a> {
     Absorb(args::TransferArgs<'a>),
     Settle {
         id: &'a [u8],
+    },
+    Seal {
+        ms: u64,
     },
     /// Expire due holds (the timer's change).
     Expire,
@@ -156,6 +166,10 @@ fn parse_op<'a>(
         Op::Settle {
             id: args::settle(rest)?,
         }
+    } else if is("SEAL") {
+        Op::Seal {
+            ms: args::seal(rest)?,
+        }
     } else {
         return Err(ArgError::Invalid(format!(
             "ERR unknown sale command '{}'",
@@ -174,6 +188,10 @@ fn apply(sale: &mut Sale, op: &Op, now_ms: u64) -> RedisResult {
                 TryOutcome::SoldOut => {
                     stats::SOLD_OUT_REJECTIONS.incr();
                     RedisValue::Integer(SOLD_OUT)
+                }
+                TryOutcome::Drained => {
+                    stats::DRAINED_REJECTIONS.incr();
+                    RedisValue::Integer(DRAINED)
                 }
                 TryOutcome::LimitExceeded => {
                     stats::LIMIT_REJECTIONS.incr();
@@ -195,6 +213,13 @@ fn apply(sale: &mut Sale, op: &Op, now_ms: u64) -> RedisResult {
         Op::Lend(t) => int(sale.lend(t.id, t.units, t.peer, now_ms)?),
         Op::Absorb(t) => int(u64::from(sale.absorb(t.id, t.units, t.peer, now_ms)?)),
         Op::Settle { id } => int(u64::from(sale.settle_transfer(id)?)),
+        Op::Seal { ms } => {
+            let sealed = sale.seal(ms, now_ms)?;
+            if sealed {
+                stats::SEALS.incr();
+            }
+            int(u64::from(sealed))
+        }
         Op::Expire => {
             sale.settle(now_ms);
             RedisValue::Null
@@ -288,8 +313,8 @@ fn append_entry(
 }
 
 /// The words of `_REPLAY`'s commands.
-static COMMAND_WORDS: Words<8> = Words::new([
-    "TRY", "CONFIRM", "CANCEL", "RESTOCK", "LEND", "ABSORB", "SETTLE", "EXPIRE",
+static COMMAND_WORDS: Words<9> = Words::new([
+    "TRY", "CONFIRM", "CANCEL", "RESTOCK", "LEND", "ABSORB", "SETTLE", "EXPIRE", "SEAL",
 ]);
 
 /// Appends the `index`th entry's ID to `ms-seq,ms-seq,...`, an empty one for an entry that
@@ -451,12 +476,14 @@ fn mutate(
         // stream the command writes nothing else: the command itself then replays exactly,
         // and replicating it verbatim takes a third less of TRY's time than building the
         // _REPLAY form.
-        // LEND records the clock (the transfer's start), so it always replays with it.
+        // LEND and SEAL record the clock (the transfer's start, the seal's end), so they
+        // always replay with it. A partition's seal only changes TRY's refusal (-1 or -5),
+        // never the state, so its TRY stays self-contained.
         let self_contained = config.hold_ms.is_none()
             && config.start_ms.is_none()
             && config.end_ms.is_none()
             && config.events.is_none()
-            && !matches!(op, Op::Lend(_));
+            && !matches!(op, Op::Lend(_) | Op::Seal { .. });
         if replayed.is_some() || (self_contained && origin == Origin::Client) {
             ctx.replicate_verbatim();
         } else {
@@ -532,6 +559,11 @@ pub fn init(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
         events_maxlen: parsed
             .events_maxlen
             .or_else(|| parsed.events.and_then(|_| crate::config::events_maxlen())),
+        partition: parsed.partition.map(|p| Partition {
+            manifest: p.manifest.to_vec(),
+            index: p.index,
+            count: p.count,
+        }),
     };
     let sale = Sale::new(config, random_seed())?;
     let payload = encoding::encode_sale(&sale);
@@ -582,6 +614,11 @@ pub fn absorb(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult
 /// SECKILL.SETTLE key id
 pub fn settle(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
     mutate(ctx, key_name, b"SETTLE", rest, now_ms(), Origin::Client)
+}
+
+/// SECKILL.SEAL key ms
+pub fn seal(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
+    mutate(ctx, key_name, b"SEAL", rest, now_ms(), Origin::Client)
 }
 
 /// SECKILL.TRANSFERS key: the pending outgoing transfers as `[id, n, dst, age_ms, ...]`, so
@@ -643,6 +680,11 @@ pub fn info(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
             .events
             .clone()
             .map_or(RedisValue::Null, RedisValue::StringBuffer);
+        let partition = sale.config().partition.as_ref();
+        let manifest = partition.map_or(RedisValue::Null, |p| {
+            RedisValue::StringBuffer(p.manifest.clone())
+        });
+        let partition_index = partition.map_or(RedisValue::Null, |p| int(p.index));
         fields_reply(
             ctx,
             vec![
@@ -663,6 +705,10 @@ pub fn info(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
                 ("absorbed", int(s.absorbed)),
                 ("pending_out", int(s.pending_out)),
                 ("maxlen", optional_ms(sale.config().events_maxlen)),
+                ("manifest", manifest),
+                ("partition", partition_index),
+                ("partitions", int(partition.map_or(0, |p| p.count))),
+                ("sealed", RedisValue::Bool(s.sealed)),
             ],
         )
     })

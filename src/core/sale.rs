@@ -37,6 +37,19 @@ pub enum SaleError {
     Invalid(&'static str),
     /// The buyer table holds all the user ids it can (about 4 GiB of them).
     BuyersFull,
+    /// SEAL on a sale that is not a partition of a larger one.
+    NotPartition,
+}
+
+/// Most partitions one sale may have: one per cluster hash slot.
+pub const MAX_PARTITIONS: u64 = 16_384;
+
+/// A sale key that is one partition of a larger sale, described by its manifest key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Partition {
+    pub manifest: Vec<u8>,
+    pub index: u64,
+    pub count: u64,
 }
 
 /// How a sale is set up by SECKILL.INIT.
@@ -54,14 +67,20 @@ pub struct SaleConfig {
     pub events: Option<Vec<u8>>,
     /// The stream is trimmed to about this many entries (approximately, whole nodes).
     pub events_maxlen: Option<u64>,
+    /// Set when this sale key is one partition of a larger sale.
+    pub partition: Option<Partition>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TryOutcome {
     /// The units were taken (held, with HOLD); this many are left.
     Bought { remaining: u64 },
-    /// Fewer than `qty` units left.
+    /// Fewer than `qty` units left (in a partition: and it is sealed, so none is left
+    /// anywhere in the sale).
     SoldOut,
+    /// A partition with fewer than `qty` units left that is not sealed: other partitions may
+    /// still lend it some.
+    Drained,
     /// The user would go over the per-user limit.
     LimitExceeded,
     /// Before the sale's START.
@@ -150,6 +169,8 @@ pub struct SaleSummary {
     pub absorbed: u64,
     /// Units of outgoing transfers not yet settled.
     pub pending_out: u64,
+    /// A partition sealed as sold out (until stock comes back or the seal lapses).
+    pub sealed: bool,
 }
 
 /// The persisted counters of a sale, besides its config and buyers.
@@ -160,6 +181,9 @@ pub struct SaleTotals {
     pub refunded: u64,
     /// The last order number issued.
     pub orders: u64,
+    /// A partition found no stock anywhere in its sale: until then (unix ms) a purchase that
+    /// finds it drained is sold out, not `Drained`. Stock coming back lifts it.
+    pub sealed_until_ms: u64,
 }
 
 #[derive(Clone)]
@@ -211,6 +235,14 @@ impl Sale {
         }
         if config.events.as_ref().is_some_and(|name| name.is_empty()) {
             return Err(SaleError::Invalid("EVENTS stream name is empty"));
+        }
+        if let Some(p) = &config.partition
+            && (p.manifest.is_empty()
+                || p.count == 0
+                || p.count > MAX_PARTITIONS
+                || p.index >= p.count)
+        {
+            return Err(SaleError::Invalid("PARTITION out of range"));
         }
         let layout = Layout {
             limit: config.limit,
@@ -366,6 +398,14 @@ impl Sale {
 
     fn record(&mut self, kind: EventKind, slot: Option<Slot>, qty: u64, order: u64) {
         self.changed = true;
+        if matches!(
+            kind,
+            EventKind::Cancel | EventKind::Expire | EventKind::Restock | EventKind::Absorb
+        ) {
+            // Stock came back: a buyer who finds this partition drained again must look for
+            // more in the others, not be told the whole sale is sold out.
+            self.totals.sealed_until_ms = 0;
+        }
         self.events.push(SaleEvent {
             kind,
             slot,
@@ -422,7 +462,13 @@ impl Sale {
             return Ok(TryOutcome::Ended);
         }
         if self.remaining < qty {
-            return Ok(TryOutcome::SoldOut);
+            return Ok(
+                if self.config.partition.is_some() && !self.is_sealed(now_ms) {
+                    TryOutcome::Drained
+                } else {
+                    TryOutcome::SoldOut
+                },
+            );
         }
         let found = self.buyers.find(user);
         let mut entry = found.map_or_else(Entry::default, |(_, entry)| entry);
@@ -639,6 +685,29 @@ impl Sale {
         Ok(true)
     }
 
+    fn is_sealed(&self, now_ms: u64) -> bool {
+        now_ms < self.totals.sealed_until_ms
+    }
+
+    /// Marks a drained partition sold out for `ms` (or until stock comes back), after its
+    /// client found no stock in any other partition: `false`, and nothing changes, when the
+    /// partition has stock again.
+    pub fn seal(&mut self, ms: u64, now_ms: u64) -> Result<bool, SaleError> {
+        if self.config.partition.is_none() {
+            return Err(SaleError::NotPartition);
+        }
+        if ms == 0 || ms > MAX_UNITS {
+            return Err(SaleError::Invalid("seal out of range"));
+        }
+        self.settle(now_ms);
+        if self.remaining > 0 {
+            return Ok(false);
+        }
+        self.totals.sealed_until_ms = now_ms.saturating_add(ms);
+        self.changed = true;
+        Ok(true)
+    }
+
     /// Marks outgoing transfer `id` settled: `true` if it was pending.
     pub fn settle_transfer(&mut self, id: &[u8]) -> Result<bool, SaleError> {
         Sale::check_transfer_id(id)?;
@@ -696,6 +765,7 @@ impl Sale {
             lent: self.ledger.lent(),
             absorbed: self.ledger.absorbed(),
             pending_out: self.ledger.pending_units(),
+            sealed: remaining == 0 && self.is_sealed(now_ms),
         }
     }
 
@@ -1540,5 +1610,120 @@ mod tests {
             Ok(TryOutcome::Bought { .. })
         ));
         assert_eq!(sale.cancel(b"user-0", Some(2), 0), Ok(2));
+    }
+
+    fn partition(stock: u64, hold_ms: Option<u64>) -> Sale {
+        let config = SaleConfig {
+            hold_ms,
+            partition: Some(Partition {
+                manifest: b"sale:1".to_vec(),
+                index: 3,
+                count: 16,
+            }),
+            ..config(stock, 2)
+        };
+        Sale::new(config, [2; 16]).unwrap()
+    }
+
+    #[test]
+    fn a_drained_partition_asks_for_stock_until_sealed() {
+        let mut sale = partition(1, None);
+        assert!(matches!(
+            sale.try_buy(b"a", 1, T0),
+            Ok(TryOutcome::Bought { remaining: 0 })
+        ));
+        assert_eq!(sale.try_buy(b"b", 1, T0), Ok(TryOutcome::Drained));
+        sale.clear_events();
+        assert_eq!(sale.seal(1_000, T0), Ok(true));
+        assert!(
+            sale.changed() && sale.events().is_empty(),
+            "a seal has no event"
+        );
+        assert!(sale.summary(T0).sealed);
+        assert_eq!(sale.try_buy(b"b", 1, T0 + 999), Ok(TryOutcome::SoldOut));
+        // The seal lapses: the next buyer looks for stock in the other partitions again.
+        assert_eq!(sale.try_buy(b"b", 1, T0 + 1_000), Ok(TryOutcome::Drained));
+        assert!(!sale.summary(T0 + 1_000).sealed);
+        assert_invariants(&sale);
+    }
+
+    #[test]
+    fn only_a_drained_partition_is_sealed() {
+        let mut sale = partition(2, None);
+        assert_eq!(sale.seal(1_000, T0), Ok(false), "it has stock");
+        assert!(!sale.changed());
+        assert!(matches!(
+            sale.try_buy(b"a", 1, T0),
+            Ok(TryOutcome::Bought { remaining: 1 })
+        ));
+        // One unit left, two asked: drained for this purchase, but not sealable.
+        assert_eq!(sale.try_buy(b"b", 2, T0), Ok(TryOutcome::Drained));
+        assert_eq!(sale.seal(1_000, T0), Ok(false));
+        let mut plain = Sale::new(config(0, 1), [0; 16]).unwrap();
+        assert_eq!(plain.seal(1_000, T0), Err(SaleError::NotPartition));
+        assert_eq!(plain.try_buy(b"a", 1, T0), Ok(TryOutcome::SoldOut));
+        assert!(sale.seal(0, T0).is_err());
+        assert!(sale.seal(MAX_UNITS + 1, T0).is_err());
+    }
+
+    #[test]
+    fn stock_coming_back_lifts_the_seal() {
+        let sealed = |sale: &mut Sale| {
+            let mut n = 0;
+            while let Ok(TryOutcome::Bought { .. }) =
+                sale.try_buy(format!("u{n}").as_bytes(), 1, T0)
+            {
+                n += 1;
+            }
+            assert_eq!(sale.seal(60_000, T0), Ok(true));
+            assert!(sale.summary(T0).sealed);
+        };
+        let mut sale = partition(2, Some(100));
+        sealed(&mut sale);
+        // A hold expiring returns its unit.
+        assert!(!sale.summary(T0 + 100).sealed);
+        assert_eq!(
+            sale.seal(60_000, T0 + 100),
+            Ok(false),
+            "the expired hold came back"
+        );
+        let mut sale = partition(1, None);
+        sealed(&mut sale);
+        sale.restock(1, T0).unwrap();
+        assert!(!sale.summary(T0).sealed);
+        let mut sale = partition(1, None);
+        sealed(&mut sale);
+        assert_eq!(sale.absorb(b"t", 1, b"{sale:1/0}", T0), Ok(true));
+        assert!(!sale.summary(T0).sealed);
+        let mut sale = partition(1, None);
+        sealed(&mut sale);
+        assert_eq!(sale.cancel(b"u0", None, T0), Ok(1));
+        assert!(!sale.summary(T0).sealed);
+        // Drained again by its own buyers, it asks for stock rather than answering sold out.
+        assert!(matches!(
+            sale.try_buy(b"x", 1, T0),
+            Ok(TryOutcome::Bought { .. })
+        ));
+        assert_eq!(sale.try_buy(b"y", 1, T0), Ok(TryOutcome::Drained));
+    }
+
+    #[test]
+    fn partition_settings_are_checked() {
+        for (index, count, manifest) in [
+            (0, 0, &b"m"[..]),
+            (16, 16, b"m"),
+            (0, MAX_PARTITIONS + 1, b"m"),
+            (0, 1, b""),
+        ] {
+            let config = SaleConfig {
+                partition: Some(Partition {
+                    manifest: manifest.to_vec(),
+                    index,
+                    count,
+                }),
+                ..config(1, 1)
+            };
+            assert!(Sale::new(config, [0; 16]).is_err(), "{index}/{count}");
+        }
     }
 }

@@ -8,9 +8,9 @@ use crate::core::buyers::Entry;
 use crate::core::buyers::{get_varint, put_varint};
 use crate::core::escrow::{Ledger, Leg, Transfer};
 use crate::core::lock::{Holder, Lock};
-use crate::core::sale::{Sale, SaleConfig, SaleTotals};
+use crate::core::sale::{Partition, Sale, SaleConfig, SaleTotals};
 
-pub const SALE_VERSION: u32 = 4;
+pub const SALE_VERSION: u32 = 5;
 pub const LOCK_VERSION: u32 = 1;
 
 #[derive(Debug, PartialEq, Eq)]
@@ -54,8 +54,8 @@ fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
-/// v4: `stock limit hold_ms start_ms end_ms events events_maxlen seed restocked refunded orders
-/// lent absorbed
+/// v5: `stock limit hold_ms start_ms end_ms events events_maxlen manifest partition partitions
+/// sealed_until seed restocked refunded orders lent absorbed
 /// transfer_count (id kind units [peer started_ms])* count (user final held expires_at
 /// order)*`; integers are varints, `events`, `seed`, ids and peers are length-prefixed bytes,
 /// and 0 or empty means "not set". A transfer's kind is 0 (lent, pending: peer and start
@@ -79,6 +79,11 @@ pub fn encode_sale(sale: &Sale) -> Vec<u8> {
     }
     put_bytes(&mut out, config.events.as_deref().unwrap_or_default());
     put_varint(&mut out, config.events_maxlen.unwrap_or(0));
+    let partition = config.partition.as_ref();
+    put_bytes(&mut out, partition.map_or(&[], |p| &p.manifest[..]));
+    put_varint(&mut out, partition.map_or(0, |p| p.index));
+    put_varint(&mut out, partition.map_or(0, |p| p.count));
+    put_varint(&mut out, totals.sealed_until_ms);
     put_bytes(&mut out, &totals.seed);
     for value in [
         totals.restocked,
@@ -127,7 +132,7 @@ pub fn decode_sale(bytes: &[u8], version: u32) -> Decoded<Sale> {
     let mut reader = Reader { bytes, pos: 0 };
     match version {
         1 => decode_sale_v1(&mut reader),
-        2..=4 => decode_sale_v2_to_v4(&mut reader, version),
+        2..=5 => decode_sale_v2_to_v5(&mut reader, version),
         _ => Err(DecodeError("unknown sale encoding version")),
     }
 }
@@ -247,8 +252,8 @@ fn decode_sale_v1(reader: &mut Reader) -> Decoded<Sale> {
 }
 
 /// v3 is v2 with the transfer ledger between the totals and the buyers; v4 is v3 with the
-/// stream's MAXLEN after its name.
-fn decode_sale_v2_to_v4(reader: &mut Reader, version: u32) -> Decoded<Sale> {
+/// stream's MAXLEN after its name; v5 is v4 with the partition and its seal after MAXLEN.
+fn decode_sale_v2_to_v5(reader: &mut Reader, version: u32) -> Decoded<Sale> {
     let optional = |value: u64| (value != 0).then_some(value);
     let stock = reader.varint()?;
     let limit = reader.varint()?;
@@ -261,6 +266,19 @@ fn decode_sale_v2_to_v4(reader: &mut Reader, version: u32) -> Decoded<Sale> {
     } else {
         None
     };
+    let (partition, sealed_until_ms) = if version >= 5 {
+        let manifest = reader.bytes()?;
+        let index = reader.varint()?;
+        let count = reader.varint()?;
+        let partition = (!manifest.is_empty()).then(|| Partition {
+            manifest: manifest.to_vec(),
+            index,
+            count,
+        });
+        (partition, reader.varint()?)
+    } else {
+        (None, 0)
+    };
     let seed = reader
         .bytes()?
         .try_into()
@@ -270,6 +288,7 @@ fn decode_sale_v2_to_v4(reader: &mut Reader, version: u32) -> Decoded<Sale> {
         restocked: reader.varint()?,
         refunded: reader.varint()?,
         orders: reader.varint()?,
+        sealed_until_ms,
     };
     let ledger = if version >= 3 {
         decode_ledger(reader)?
@@ -286,6 +305,7 @@ fn decode_sale_v2_to_v4(reader: &mut Reader, version: u32) -> Decoded<Sale> {
         end_ms,
         events: (!events.is_empty()).then(|| events.to_vec()),
         events_maxlen,
+        partition,
     };
     restored(reader, count, read_record_v2, config, totals, ledger)
 }
@@ -383,6 +403,10 @@ mod tests {
     }
 
     fn fixture_sale_with_maxlen(events_maxlen: Option<u64>) -> Sale {
+        fixture_sale_with(events_maxlen, None)
+    }
+
+    fn fixture_sale_with(events_maxlen: Option<u64>, partition: Option<Partition>) -> Sale {
         let config = SaleConfig {
             stock: 100,
             limit: 3,
@@ -391,6 +415,7 @@ mod tests {
             end_ms: Some(T0 + 3_600_000),
             events: Some(b"{s}:events".to_vec()),
             events_maxlen,
+            partition,
         };
         let mut sale = Sale::new(config, *b"0123456789abcdef").unwrap();
         for (user, qty) in [
@@ -421,6 +446,22 @@ mod tests {
     /// The sale stored in `tests/fixtures/sale-v4.bin`: the v3 fixture's with a stream MAXLEN.
     fn fixture_sale_v4() -> Sale {
         with_transfers(fixture_sale_with_maxlen(Some(1_000)))
+    }
+
+    /// The sale stored in `tests/fixtures/sale-v5.bin`: the v4 fixture's as partition 2 of 4,
+    /// drained by a last transfer and sealed.
+    fn fixture_sale_v5() -> Sale {
+        let partition = Partition {
+            manifest: b"sale:s".to_vec(),
+            index: 2,
+            count: 4,
+        };
+        let mut sale = with_transfers(fixture_sale_with(Some(1_000), Some(partition)));
+        let left = sale.remaining();
+        assert_eq!(sale.lend(b"t-drain", left, b"{s}:p1", T0 + 7), Ok(left));
+        assert_eq!(sale.seal(5_000, T0 + 8), Ok(true));
+        sale.clear_events();
+        sale
     }
 
     fn with_transfers(mut sale: Sale) -> Sale {
@@ -502,8 +543,24 @@ mod tests {
         let sale = decode_sale(&bytes, 4).unwrap();
         assert_eq!(sale.config().events_maxlen, Some(1_000));
         assert_eq!(sale.summary(T0 + 10), fixture_sale_v3().summary(T0 + 10));
-        assert_eq!(encode_sale(&sale), bytes, "v4 is the current sale encoding");
-        assert_eq!(encode_sale(&fixture_sale_v4()), bytes);
+        assert_eq!(sale.config().partition, None, "v4 had no partitions");
+        assert_eq!(encode_sale(&sale), encode_sale(&fixture_sale_v4()));
+    }
+
+    #[test]
+    fn sale_v5_fixture_still_decodes() {
+        let bytes = fixture("sale-v5.bin");
+        let sale = decode_sale(&bytes, 5).unwrap();
+        let partition = sale.config().partition.as_ref().expect("a partition");
+        assert_eq!(
+            (&partition.manifest[..], partition.index, partition.count),
+            (&b"sale:s"[..], 2, 4)
+        );
+        assert!(sale.summary(T0 + 5_007).sealed);
+        assert!(!sale.summary(T0 + 5_008).sealed, "the seal lapses");
+        assert_eq!(sale.summary(T0 + 10), fixture_sale_v5().summary(T0 + 10));
+        assert_eq!(encode_sale(&sale), bytes, "v5 is the current sale encoding");
+        assert_eq!(encode_sale(&fixture_sale_v5()), bytes);
     }
 
     #[test]
@@ -518,7 +575,7 @@ mod tests {
 
     #[test]
     fn round_trips() {
-        let sale = fixture_sale_v4();
+        let sale = fixture_sale_v5();
         let back = decode_sale(&encode_sale(&sale), SALE_VERSION).unwrap();
         assert_eq!(back.summary(T0), sale.summary(T0));
         assert_eq!(encode_sale(&back), encode_sale(&sale));
@@ -531,7 +588,7 @@ mod tests {
 
     #[test]
     fn every_truncation_and_unknown_version_is_an_error() {
-        let sale = encode_sale(&fixture_sale_v4());
+        let sale = encode_sale(&fixture_sale_v5());
         for cut in 0..sale.len() {
             assert!(
                 decode_sale(&sale[..cut], SALE_VERSION).is_err(),
@@ -550,10 +607,13 @@ mod tests {
         for cut in 0..lock.len() {
             assert!(decode_lock(&lock[..cut], 1).is_err(), "cut at {cut}");
         }
-        assert!(decode_sale(&sale, 5).is_err());
-        assert!(decode_sale(&sale, 1).is_err(), "v4 bytes are not v1");
-        assert!(decode_sale(&sale, 2).is_err(), "v4 bytes are not v2");
-        assert!(decode_sale(&sale, 3).is_err(), "v4 bytes are not v3");
+        assert!(decode_sale(&sale, 6).is_err());
+        for older in 1..SALE_VERSION {
+            assert!(
+                decode_sale(&sale, older).is_err(),
+                "v5 bytes are not v{older}"
+            );
+        }
         assert!(decode_lock(&lock, 0).is_err());
         let mut trailing = sale.clone();
         trailing.push(0);
@@ -630,7 +690,7 @@ mod tests {
         for (name, bytes) in [
             (
                 format!("sale-v{SALE_VERSION}.bin"),
-                encode_sale(&fixture_sale_v4()),
+                encode_sale(&fixture_sale_v5()),
             ),
             (
                 format!("lock-v{LOCK_VERSION}.bin"),

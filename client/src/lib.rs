@@ -1,0 +1,46 @@
+//! # seckill-client
+//!
+//! One flash sale spread over a Redis Cluster, on top of the `seckill` module. A sale of
+//! `stock` units is P ordinary seckill sale keys (`{name/0}` .. `{name/P-1}`, each its own hash
+//! tag, so Redis Cluster spreads them over its masters and moves them when it reshards) and a
+//! manifest hash `name`. A user always buys in the partition given by a hash of the user id
+//! ([`partition_of`]), so LIMIT and dedup stay exact. When a buyer's partition runs dry the
+//! client borrows units from the others with escrow transfers (`SECKILL.LEND` / `ABSORB` /
+//! `SETTLE`), so the sale sells out completely; once nothing is left anywhere, the partition is
+//! sealed and every later buyer there is refused in one round trip.
+//!
+//! Works on any `redis::ConnectionLike`: a `redis::cluster::ClusterConnection` (MOVED and ASK
+//! are its job), or a plain `redis::Connection` to one server.
+//!
+//! ```no_run
+//! use seckill_client::{PartitionedSale, SaleSpec, TryReply};
+//!
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let client = redis::cluster::ClusterClient::new(vec!["redis://127.0.0.1:7000/"])?;
+//!     let mut con = client.get_connection()?;
+//!     // 10 000 bottles over 16 partitions, at most 2 per user.
+//!     let sale = PartitionedSale::create(&mut con, "sale:wine", &SaleSpec::new(10_000, 16).limit(2))?;
+//!     match sale.try_buy(&mut con, "user:42", 1)? {
+//!         TryReply::Bought { .. } => println!("bought"),
+//!         TryReply::SoldOut => println!("sold out"),
+//!         TryReply::OverLimit => println!("two is the limit"),
+//!         other => println!("refused: {}", other.code()),
+//!     }
+//!     let info = sale.info(&mut con)?;
+//!     println!("{} sold, {} left", info.sold, info.remaining);
+//!     // Another process opens the same sale by name.
+//!     let same = PartitionedSale::open(&mut con, "sale:wine")?;
+//!     assert_eq!(same.bought(&mut con, "user:42")?, 1);
+//!     Ok(())
+//! }
+//! ```
+
+mod error;
+mod info;
+mod sale;
+
+pub use error::{Error, Result};
+pub use info::{Buyer, PartitionInfo, SaleEvent, SaleInfo};
+pub use sale::{
+    ClientStats, DEFAULT_SEAL_MS, MAX_PARTITIONS, PartitionedSale, SaleSpec, TryReply, partition_of,
+};

@@ -1,0 +1,843 @@
+//! A partitioned sale: P ordinary seckill sale keys, each in its own hash slot, plus a manifest
+//! hash. Every command goes to one key, so the underlying client (a `redis::Connection`, or a
+//! `redis::cluster::ClusterConnection` that follows MOVED and ASK) routes it.
+
+use crate::error::{Error, Result};
+use crate::info::{Buyer, PartitionInfo, SaleEvent, SaleInfo, parse_fields};
+use redis::{ConnectionLike, Value, cmd};
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Most partitions one sale may have: one per cluster hash slot.
+pub const MAX_PARTITIONS: u32 = 16_384;
+
+/// How long a partition that found no stock anywhere stays sealed, unless stock comes back to
+/// it first: while sealed, a buyer it refuses costs one round trip.
+pub const DEFAULT_SEAL_MS: u64 = 1_000;
+
+/// How many times one purchase may borrow stock for its partition, which other buyers of that
+/// partition then bought first, before it gives up with [`Error::Contended`].
+const MAX_BORROWS: u32 = 1_000;
+
+const MANIFEST_VERSION: &str = "1";
+
+/// The partition a user always buys in: FNV-1a (64-bit) of the user id's bytes, modulo the
+/// number of partitions. Every client library computes the same (`client/tests/partition-hash.txt`).
+pub fn partition_of(user: &[u8], partitions: u32) -> u32 {
+    (fnv1a64(user) % u64::from(partitions.max(1))) as u32
+}
+
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for &byte in bytes {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash
+}
+
+/// What `SECKILL.TRY` replies, for the whole sale: the codes are the command's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TryReply {
+    /// Bought (held, with HOLD); `remaining` units are left in the buyer's partition.
+    Bought { remaining: u64 },
+    /// No partition has `qty` units for this buyer: -1.
+    SoldOut,
+    /// The user would go over LIMIT: -2.
+    OverLimit,
+    /// Before START: -3.
+    NotStarted,
+    /// At or after END: -4.
+    Ended,
+}
+
+impl TryReply {
+    /// The integer `SECKILL.TRY` replies for this outcome.
+    pub fn code(self) -> i64 {
+        match self {
+            TryReply::Bought { remaining } => remaining as i64,
+            TryReply::SoldOut => -1,
+            TryReply::OverLimit => -2,
+            TryReply::NotStarted => -3,
+            TryReply::Ended => -4,
+        }
+    }
+
+    fn from_code(code: i64) -> Result<TryReply> {
+        Ok(match code {
+            0.. => TryReply::Bought {
+                remaining: code as u64,
+            },
+            -1 => TryReply::SoldOut,
+            -2 => TryReply::OverLimit,
+            -3 => TryReply::NotStarted,
+            -4 => TryReply::Ended,
+            other => {
+                return Err(Error::Redis(redis::RedisError::from((
+                    redis::ErrorKind::UnexpectedReturnType,
+                    "SECKILL.TRY replied an unknown code",
+                    other.to_string(),
+                ))));
+            }
+        })
+    }
+}
+
+/// `SECKILL.TRY`'s reply on a partition that is drained but not sealed.
+const DRAINED: i64 = -5;
+
+/// How a partitioned sale is set up; the manifest records it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SaleSpec {
+    /// Units of the whole sale, split evenly over the partitions.
+    pub stock: u64,
+    pub partitions: u32,
+    /// Most units one user may own (default 1).
+    pub limit: u64,
+    pub hold_ms: Option<u64>,
+    pub start_ms: Option<u64>,
+    pub end_ms: Option<u64>,
+    /// Each partition writes its changes to its own stream, `{name/i}:events`.
+    pub events: bool,
+    pub events_maxlen: Option<u64>,
+}
+
+impl SaleSpec {
+    pub fn new(stock: u64, partitions: u32) -> SaleSpec {
+        SaleSpec {
+            stock,
+            partitions,
+            limit: 1,
+            hold_ms: None,
+            start_ms: None,
+            end_ms: None,
+            events: false,
+            events_maxlen: None,
+        }
+    }
+
+    pub fn limit(mut self, limit: u64) -> SaleSpec {
+        self.limit = limit;
+        self
+    }
+
+    /// Every purchase is held for `ms` until confirmed.
+    pub fn hold_ms(mut self, ms: u64) -> SaleSpec {
+        self.hold_ms = Some(ms);
+        self
+    }
+
+    /// The sale window in unix ms: START inclusive, END exclusive.
+    pub fn window(mut self, start_ms: Option<u64>, end_ms: Option<u64>) -> SaleSpec {
+        self.start_ms = start_ms;
+        self.end_ms = end_ms;
+        self
+    }
+
+    /// An event stream per partition, trimmed near `maxlen` entries if given.
+    pub fn events(mut self, maxlen: Option<u64>) -> SaleSpec {
+        self.events = true;
+        self.events_maxlen = maxlen;
+        self
+    }
+
+    /// Partition `index`'s share of `units`: an even split, the first ones one more.
+    fn share(&self, units: u64, index: u32) -> u64 {
+        let partitions = u64::from(self.partitions);
+        units / partitions + u64::from(u64::from(index) < units % partitions)
+    }
+
+    fn manifest_fields(&self, name: &str) -> Vec<(&'static str, String)> {
+        let optional = |value: Option<u64>| value.unwrap_or(0).to_string();
+        vec![
+            ("version", MANIFEST_VERSION.to_string()),
+            ("stock", self.stock.to_string()),
+            ("limit", self.limit.to_string()),
+            ("hold", optional(self.hold_ms)),
+            ("start", optional(self.start_ms)),
+            ("end", optional(self.end_ms)),
+            ("events", u8::from(self.events).to_string()),
+            ("maxlen", optional(self.events_maxlen)),
+            ("naming", partition_key(name, "<i>")),
+        ]
+    }
+}
+
+fn partition_key(name: &str, index: impl std::fmt::Display) -> String {
+    format!("{{{name}/{index}}}")
+}
+
+/// Counters of what this client did, for tuning and benchmarks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClientStats {
+    /// `try_buy` calls.
+    pub tries: u64,
+    /// Of those, the ones whose partition was drained, so that they looked for stock elsewhere.
+    pub borrowing_tries: u64,
+    /// Transfers that moved units, and the units they moved.
+    pub transfers: u64,
+    pub units_moved: u64,
+    /// Partitions this client sealed, and interrupted transfers it finished.
+    pub seals: u64,
+    pub recovered: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    tries: AtomicU64,
+    borrowing_tries: AtomicU64,
+    transfers: AtomicU64,
+    units_moved: AtomicU64,
+    seals: AtomicU64,
+    recovered: AtomicU64,
+}
+
+/// One sale over `partitions` sale keys. A handle: cheap to share between threads (`&self`
+/// everywhere), each thread passing its own connection.
+pub struct PartitionedSale {
+    name: String,
+    spec: SaleSpec,
+    keys: Vec<String>,
+    /// Units the next borrow for each partition asks for: doubles with each borrow, so a
+    /// partition under heavy demand soon borrows in big steps and rarely.
+    batches: Vec<AtomicU64>,
+    /// This handle's prefix for transfer ids, random, so two clients never share an id.
+    mover: String,
+    next_transfer: AtomicU64,
+    seal_ms: u64,
+    counters: Counters,
+}
+
+impl PartitionedSale {
+    /// Creates the sale `name`: its P partitions `{name/0}` .. `{name/P-1}` (each with its
+    /// share of the stock, and its stream `{name/i}:events` with `events`), then the manifest
+    /// hash `name`. Fails with [`Error::SaleExists`] if a manifest of that name exists, also
+    /// one left by a creation that did not finish (see [`PartitionedSale::delete`]).
+    pub fn create<C: ConnectionLike>(
+        con: &mut C,
+        name: &str,
+        spec: &SaleSpec,
+    ) -> Result<PartitionedSale> {
+        check_name(name)?;
+        if spec.partitions == 0 || spec.partitions > MAX_PARTITIONS {
+            return Err(Error::InvalidArgument(format!(
+                "partitions must be an integer between 1 and {MAX_PARTITIONS}"
+            )));
+        }
+        // The claim: whoever sets the manifest's first field owns the name.
+        let claimed: i64 = cmd("HSETNX")
+            .arg(name)
+            .arg("partitions")
+            .arg(spec.partitions)
+            .query(con)?;
+        if claimed == 0 {
+            return Err(Error::SaleExists(name.to_string()));
+        }
+        let sale = PartitionedSale::with_spec(name, spec.clone());
+        for (index, key) in sale.keys.iter().enumerate() {
+            let index = index as u32;
+            let mut init = cmd("SECKILL.INIT");
+            init.arg(key)
+                .arg(spec.share(spec.stock, index))
+                .arg("LIMIT")
+                .arg(spec.limit);
+            for (option, value) in [
+                ("HOLD", spec.hold_ms),
+                ("START", spec.start_ms),
+                ("END", spec.end_ms),
+            ] {
+                if let Some(value) = value {
+                    init.arg(option).arg(value);
+                }
+            }
+            if spec.events {
+                init.arg("EVENTS").arg(format!("{key}:events"));
+                if let Some(maxlen) = spec.events_maxlen {
+                    init.arg("MAXLEN").arg(maxlen);
+                }
+            }
+            // REPLACE: the claim is ours, so a partition already there is a leftover of a
+            // deleted sale of this name, never a live one.
+            init.arg("PARTITION")
+                .arg(index)
+                .arg("PARTITIONS")
+                .arg(spec.partitions)
+                .arg("MANIFEST")
+                .arg(name)
+                .arg("REPLACE");
+            let _: () = init.query(con)?;
+        }
+        let mut manifest = cmd("HSET");
+        manifest.arg(name);
+        for (field, value) in spec.manifest_fields(name) {
+            manifest.arg(field).arg(value);
+        }
+        // Written last: a sale opens only once every partition exists.
+        manifest.arg("ready").arg(1);
+        let _: () = manifest.query(con)?;
+        Ok(sale)
+    }
+
+    /// Opens the sale `name` from its manifest.
+    pub fn open<C: ConnectionLike>(con: &mut C, name: &str) -> Result<PartitionedSale> {
+        check_name(name)?;
+        let fields: Vec<(String, String)> = cmd("HGETALL").arg(name).query(con)?;
+        if fields.is_empty() {
+            return Err(Error::NoSale(name.to_string()));
+        }
+        let get = |field: &str| {
+            fields
+                .iter()
+                .find(|(f, _)| f == field)
+                .map(|(_, v)| v.as_str())
+        };
+        if get("ready").is_none() {
+            return Err(Error::BadManifest(format!(
+                "{name}: its creation did not finish; delete it and create it again"
+            )));
+        }
+        if get("version") != Some(MANIFEST_VERSION) {
+            return Err(Error::BadManifest(format!(
+                "{name}: unknown manifest version"
+            )));
+        }
+        let number = |field: &str| -> Result<u64> {
+            get(field)
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| Error::BadManifest(format!("{name}: bad {field}")))
+        };
+        let optional =
+            |field: &str| -> Result<Option<u64>> { Ok(Some(number(field)?).filter(|&v| v > 0)) };
+        let partitions = u32::try_from(number("partitions")?)
+            .ok()
+            .filter(|&p| (1..=MAX_PARTITIONS).contains(&p))
+            .ok_or_else(|| Error::BadManifest(format!("{name}: bad partitions")))?;
+        let spec = SaleSpec {
+            stock: number("stock")?,
+            partitions,
+            limit: number("limit")?,
+            hold_ms: optional("hold")?,
+            start_ms: optional("start")?,
+            end_ms: optional("end")?,
+            events: number("events")? == 1,
+            events_maxlen: optional("maxlen")?,
+        };
+        if get("naming") != Some(partition_key(name, "<i>").as_str()) {
+            return Err(Error::BadManifest(format!(
+                "{name}: unknown partition naming"
+            )));
+        }
+        Ok(PartitionedSale::with_spec(name, spec))
+    }
+
+    fn with_spec(name: &str, spec: SaleSpec) -> PartitionedSale {
+        let keys: Vec<String> = (0..spec.partitions)
+            .map(|i| partition_key(name, i))
+            .collect();
+        let initial_batch = (spec.stock / u64::from(spec.partitions) / 16).max(1);
+        PartitionedSale {
+            name: name.to_string(),
+            batches: keys.iter().map(|_| AtomicU64::new(initial_batch)).collect(),
+            keys,
+            spec,
+            mover: random_id(),
+            next_transfer: AtomicU64::new(0),
+            seal_ms: DEFAULT_SEAL_MS,
+            counters: Counters::default(),
+        }
+    }
+
+    /// How long a partition that found no stock anywhere stays sealed (default
+    /// [`DEFAULT_SEAL_MS`]): longer makes a sold-out sale's refusals cheaper, shorter finds
+    /// stock returned to another partition (a cancel, an expired hold) sooner.
+    pub fn with_seal_ms(mut self, ms: u64) -> PartitionedSale {
+        self.seal_ms = ms.max(1);
+        self
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn spec(&self) -> &SaleSpec {
+        &self.spec
+    }
+
+    /// The sale keys, partition 0 first.
+    pub fn partition_keys(&self) -> &[String] {
+        &self.keys
+    }
+
+    /// The event streams, partition 0 first (empty without `events`).
+    pub fn event_streams(&self) -> Vec<String> {
+        if !self.spec.events {
+            return Vec::new();
+        }
+        self.keys
+            .iter()
+            .map(|key| format!("{key}:events"))
+            .collect()
+    }
+
+    /// The partition `user` buys in.
+    pub fn partition_of(&self, user: &[u8]) -> u32 {
+        partition_of(user, self.spec.partitions)
+    }
+
+    fn key_of(&self, user: &[u8]) -> &str {
+        &self.keys[self.partition_of(user) as usize]
+    }
+
+    pub fn stats(&self) -> ClientStats {
+        let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        let c = &self.counters;
+        ClientStats {
+            tries: get(&c.tries),
+            borrowing_tries: get(&c.borrowing_tries),
+            transfers: get(&c.transfers),
+            units_moved: get(&c.units_moved),
+            seals: get(&c.seals),
+            recovered: get(&c.recovered),
+        }
+    }
+
+    /// Buys `qty` units for `user` in the user's partition. When that partition is drained it
+    /// borrows units from the others (LEND/ABSORB/SETTLE) and tries again, so the sale sells
+    /// out completely; when no partition has any, the partition is sealed and later buyers
+    /// there are refused in one round trip.
+    pub fn try_buy<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        user: impl AsRef<[u8]>,
+        qty: u64,
+    ) -> Result<TryReply> {
+        let user = user.as_ref();
+        let partition = self.partition_of(user) as usize;
+        self.counters.tries.fetch_add(1, Ordering::Relaxed);
+        let mut borrows = 0;
+        loop {
+            let code: i64 = cmd("SECKILL.TRY")
+                .arg(&self.keys[partition])
+                .arg(user)
+                .arg(qty)
+                .query(con)?;
+            if code != DRAINED {
+                return TryReply::from_code(code);
+            }
+            if borrows == 0 {
+                self.counters
+                    .borrowing_tries
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            borrows += 1;
+            if borrows > MAX_BORROWS {
+                return Err(Error::Contended {
+                    borrows: MAX_BORROWS,
+                });
+            }
+            if !self.borrow(con, partition, qty)? {
+                return Ok(TryReply::SoldOut);
+            }
+        }
+    }
+
+    /// Looks for `qty` units for `partition` in the others: `true` when it may have them now
+    /// (borrowed, or returned to it meanwhile), `false` when no partition had any at one
+    /// instant.
+    fn borrow<C: ConnectionLike>(&self, con: &mut C, partition: usize, qty: u64) -> Result<bool> {
+        // Bounded: each round either moves units, finishes transfers, or saw the sale change.
+        for _ in 0..64 {
+            let first = self.partition_infos(con)?;
+            if first[partition].remaining >= qty {
+                return Ok(true);
+            }
+            let donor = first
+                .iter()
+                .enumerate()
+                .filter(|&(i, info)| i != partition && info.remaining > 0)
+                .max_by_key(|&(_, info)| info.remaining);
+            if let Some((donor, info)) = donor {
+                let want = qty.max(self.batches[partition].load(Ordering::Relaxed));
+                // At most half of what the donor has, so two drained partitions do not pass
+                // the same units back and forth; but enough for this purchase if it can.
+                let units = want
+                    .min(info.remaining.div_ceil(2))
+                    .max(qty.min(info.remaining));
+                if self.transfer(con, donor, partition, units)? > 0 {
+                    let cap = (self.spec.stock / u64::from(self.spec.partitions)).max(1);
+                    let _ = self.batches[partition].fetch_update(
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                        |batch| Some(batch.saturating_mul(2).min(cap)),
+                    );
+                    return Ok(true);
+                }
+                continue;
+            }
+            if first.iter().any(|info| info.pending_out > 0) {
+                // Units in flight: finish those transfers (safe even when their mover is
+                // alive) and look again.
+                self.recover(con)?;
+                continue;
+            }
+            // Nothing anywhere, as far as these sequential reads show. Each partition changes
+            // only by commands, so if a second pass reads every one the same, they all were
+            // so at the instant between the passes: the sale had no units for this purchase.
+            if self.partition_infos(con)? != first {
+                continue;
+            }
+            if first[partition].remaining > 0 {
+                return Ok(false);
+            }
+            let sealed: i64 = cmd("SECKILL.SEAL")
+                .arg(&self.keys[partition])
+                .arg(self.seal_ms)
+                .query(con)?;
+            if sealed == 1 {
+                self.counters.seals.fetch_add(1, Ordering::Relaxed);
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Moves up to `units` from partition `from` to partition `to`; replies the units moved.
+    fn transfer<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        from: usize,
+        to: usize,
+        units: u64,
+    ) -> Result<u64> {
+        let id = format!(
+            "{}-{}",
+            self.mover,
+            self.next_transfer.fetch_add(1, Ordering::Relaxed)
+        );
+        let (from, to) = (&self.keys[from], &self.keys[to]);
+        let lent: u64 = cmd("SECKILL.LEND")
+            .arg(from)
+            .arg(&id)
+            .arg(units)
+            .arg("TO")
+            .arg(to)
+            .query(con)?;
+        finish_transfer(con, from, id.as_bytes(), lent, to)?;
+        if lent > 0 {
+            self.counters.transfers.fetch_add(1, Ordering::Relaxed);
+            self.counters.units_moved.fetch_add(lent, Ordering::Relaxed);
+        }
+        Ok(lent)
+    }
+
+    /// Finishes every transfer between this sale's partitions that a mover started and did
+    /// not finish (it crashed, or lost its connection, between LEND and SETTLE); replies how
+    /// many. Safe to run at any time, also while movers are working: every step is idempotent.
+    /// `try_buy` runs it when it finds units in flight and none elsewhere.
+    pub fn recover<C: ConnectionLike>(&self, con: &mut C) -> Result<u64> {
+        let mut finished = 0;
+        for key in &self.keys {
+            let pending: Vec<Value> = cmd("SECKILL.TRANSFERS").arg(key).query(con)?;
+            for transfer in pending.chunks(4) {
+                let [id, units, to, _age] = transfer else {
+                    continue;
+                };
+                let id: Vec<u8> = redis::from_redis_value(id.clone())?;
+                let units: u64 = redis::from_redis_value(units.clone())?;
+                let to: String = redis::from_redis_value(to.clone())?;
+                // Only transfers between this sale's own partitions are this client's to end.
+                if !self.keys.contains(&to) {
+                    continue;
+                }
+                finish_transfer(con, key, &id, units, &to)?;
+                finished += 1;
+            }
+        }
+        self.counters
+            .recovered
+            .fetch_add(finished, Ordering::Relaxed);
+        Ok(finished)
+    }
+
+    /// Each partition's `SECKILL.INFO`, partition 0 first.
+    pub fn partition_infos<C: ConnectionLike>(&self, con: &mut C) -> Result<Vec<PartitionInfo>> {
+        self.keys
+            .iter()
+            .map(|key| {
+                let reply: Value = cmd("SECKILL.INFO").arg(key).query(con)?;
+                PartitionInfo::from_fields(&parse_fields(reply)?)
+            })
+            .collect()
+    }
+
+    /// Totals over the partitions. The partitions are read one after the other, so under
+    /// traffic the sum is of slightly different instants; units in flight are counted apart.
+    pub fn info<C: ConnectionLike>(&self, con: &mut C) -> Result<SaleInfo> {
+        Ok(SaleInfo::total(self.partition_infos(con)?))
+    }
+
+    /// Units `user` owns (held or final).
+    pub fn bought<C: ConnectionLike>(&self, con: &mut C, user: impl AsRef<[u8]>) -> Result<u64> {
+        let user = user.as_ref();
+        Ok(cmd("SECKILL.BOUGHT")
+            .arg(self.key_of(user))
+            .arg(user)
+            .query(con)?)
+    }
+
+    /// Makes the user's held units final: `false` if nothing was held.
+    pub fn confirm<C: ConnectionLike>(&self, con: &mut C, user: impl AsRef<[u8]>) -> Result<bool> {
+        let user = user.as_ref();
+        let confirmed: i64 = cmd("SECKILL.CONFIRM")
+            .arg(self.key_of(user))
+            .arg(user)
+            .query(con)?;
+        Ok(confirmed == 1)
+    }
+
+    /// Returns `qty` of the user's units (all with `None`) to the user's partition; replies
+    /// the units returned.
+    pub fn cancel<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        user: impl AsRef<[u8]>,
+        qty: Option<u64>,
+    ) -> Result<u64> {
+        let user = user.as_ref();
+        let mut cancel = cmd("SECKILL.CANCEL");
+        cancel.arg(self.key_of(user)).arg(user);
+        if let Some(qty) = qty {
+            cancel.arg(qty);
+        }
+        Ok(cancel.query(con)?)
+    }
+
+    /// Adds `units`, split evenly over the partitions.
+    pub fn restock<C: ConnectionLike>(&self, con: &mut C, units: u64) -> Result<()> {
+        if units == 0 {
+            return Err(Error::InvalidArgument(
+                "units must be an integer between 1 and 9223372036854775807".to_string(),
+            ));
+        }
+        for (index, key) in self.keys.iter().enumerate() {
+            let share = self.spec.share(units, index as u32);
+            if share > 0 {
+                let _: i64 = cmd("SECKILL.RESTOCK").arg(key).arg(share).query(con)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every buyer of every partition (a merged `SECKILL.BUYERS` scan). A user buys in one
+    /// partition only, so nobody appears twice.
+    pub fn buyers<C: ConnectionLike>(&self, con: &mut C) -> Result<Vec<Buyer>> {
+        let mut all = Vec::new();
+        for (partition, key) in self.keys.iter().enumerate() {
+            let mut cursor = "0".to_string();
+            loop {
+                let (next, rows): (String, Vec<Value>) = cmd("SECKILL.BUYERS")
+                    .arg(key)
+                    .arg(&cursor)
+                    .arg("COUNT")
+                    .arg(1_000)
+                    .query(con)?;
+                for row in rows.chunks(3) {
+                    all.push(Buyer::from_row(partition as u32, row)?);
+                }
+                if next == "0" {
+                    break;
+                }
+                cursor = next;
+            }
+        }
+        Ok(all)
+    }
+
+    /// Creates the consumer group `group` on every partition's stream (reading from the
+    /// start); a group that exists already is kept.
+    pub fn create_group<C: ConnectionLike>(&self, con: &mut C, group: &str) -> Result<()> {
+        for stream in self.event_streams() {
+            let created: redis::RedisResult<()> = cmd("XGROUP")
+                .arg("CREATE")
+                .arg(&stream)
+                .arg(group)
+                .arg("0")
+                .arg("MKSTREAM")
+                .query(con);
+            match created {
+                Err(e) if e.code() == Some("BUSYGROUP") => {}
+                other => other?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Up to `count` new events per partition for `consumer` of `group` (XREADGROUP `>` on
+    /// each stream in turn; streams of different slots cannot be read in one call).
+    pub fn read_group<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        group: &str,
+        consumer: &str,
+        count: usize,
+    ) -> Result<Vec<SaleEvent>> {
+        let mut events = Vec::new();
+        for (partition, stream) in self.event_streams().into_iter().enumerate() {
+            let reply: Option<redis::streams::StreamReadReply> = cmd("XREADGROUP")
+                .arg("GROUP")
+                .arg(group)
+                .arg(consumer)
+                .arg("COUNT")
+                .arg(count)
+                .arg("STREAMS")
+                .arg(&stream)
+                .arg(">")
+                .query(con)?;
+            for key in reply.map(|r| r.keys).unwrap_or_default() {
+                for entry in key.ids {
+                    events.push(SaleEvent::from_entry(partition as u32, &stream, entry)?);
+                }
+            }
+        }
+        Ok(events)
+    }
+
+    /// Acknowledges an event read by [`PartitionedSale::read_group`].
+    pub fn ack<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        group: &str,
+        event: &SaleEvent,
+    ) -> Result<bool> {
+        let acked: i64 = cmd("XACK")
+            .arg(&event.stream)
+            .arg(group)
+            .arg(&event.id)
+            .query(con)?;
+        Ok(acked == 1)
+    }
+
+    /// Deletes the sale: partitions, streams, then the manifest (also a half-created one's).
+    pub fn delete<C: ConnectionLike>(con: &mut C, name: &str) -> Result<()> {
+        check_name(name)?;
+        let partitions: Option<u32> = cmd("HGET").arg(name).arg("partitions").query(con)?;
+        for index in 0..partitions.unwrap_or(0).min(MAX_PARTITIONS) {
+            let key = partition_key(name, index);
+            let _: () = cmd("DEL").arg(&key).query(con)?;
+            let _: () = cmd("DEL").arg(format!("{key}:events")).query(con)?;
+        }
+        let _: () = cmd("DEL").arg(name).query(con)?;
+        Ok(())
+    }
+}
+
+/// ABSORB (when units moved) then SETTLE: the steps after LEND, each idempotent.
+fn finish_transfer<C: ConnectionLike>(
+    con: &mut C,
+    from: &str,
+    id: &[u8],
+    units: u64,
+    to: &str,
+) -> Result<()> {
+    if units > 0 {
+        let _: i64 = cmd("SECKILL.ABSORB")
+            .arg(to)
+            .arg(id)
+            .arg(units)
+            .arg("FROM")
+            .arg(from)
+            .query(con)?;
+    }
+    let _: i64 = cmd("SECKILL.SETTLE").arg(from).arg(id).query(con)?;
+    Ok(())
+}
+
+/// A sale name becomes the manifest key and the hash tag of every partition: braces in it
+/// would change which part of a key is hashed.
+fn check_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.contains(['{', '}']) {
+        return Err(Error::InvalidArgument(format!(
+            "sale name {name:?} must be non-empty and without braces"
+        )));
+    }
+    Ok(())
+}
+
+/// 16 random hex digits, from the standard library's randomly keyed hasher.
+fn random_id() -> String {
+    let mut hasher = RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    hasher.write_u32(std::process::id());
+    format!("{:016x}", hasher.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn users_hash_to_stable_partitions() {
+        // FNV-1a 64's published test vectors, then the table the Python package checks too.
+        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
+        let table = include_str!("../tests/partition-hash.txt");
+        let mut checked = 0;
+        for line in table
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+        {
+            let mut cells = line.split_whitespace();
+            let (user, partitions, want) = (
+                cells.next().unwrap(),
+                cells.next().unwrap().parse().unwrap(),
+                cells.next().unwrap().parse::<u32>().unwrap(),
+            );
+            assert_eq!(partition_of(user.as_bytes(), partitions), want, "{line}");
+            checked += 1;
+        }
+        assert!(checked >= 10);
+    }
+
+    #[test]
+    fn stock_splits_evenly_and_wholly() {
+        for (stock, partitions) in [
+            (10_000, 16),
+            (7, 3),
+            (2, 5),
+            (0, 4),
+            (u64::MAX >> 1, 16_384),
+        ] {
+            let spec = SaleSpec::new(stock, partitions);
+            let shares: Vec<u64> = (0..partitions).map(|i| spec.share(stock, i)).collect();
+            assert_eq!(shares.iter().sum::<u64>(), stock);
+            let (min, max) = (shares.iter().min().unwrap(), shares.iter().max().unwrap());
+            assert!(max - min <= 1, "{stock}/{partitions}: {min}..{max}");
+        }
+    }
+
+    #[test]
+    fn reply_codes_are_the_commands() {
+        for code in [7, 0, -1, -2, -3, -4] {
+            assert_eq!(TryReply::from_code(code).unwrap().code(), code);
+        }
+        assert!(TryReply::from_code(-5).is_err());
+        assert!(TryReply::from_code(-6).is_err());
+    }
+
+    #[test]
+    fn names_are_checked() {
+        assert!(check_name("sale:1").is_ok());
+        for bad in ["", "a{b", "a}b"] {
+            assert!(matches!(check_name(bad), Err(Error::InvalidArgument(_))));
+        }
+        assert_eq!(partition_key("sale:1", 3), "{sale:1/3}");
+        let ids: std::collections::HashSet<String> = (0..100).map(|_| random_id()).collect();
+        assert_eq!(ids.len(), 100);
+    }
+}
