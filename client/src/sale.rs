@@ -7,6 +7,7 @@ use crate::info::{Buyer, PartitionInfo, SaleEvent, SaleInfo, parse_fields};
 use redis::{ConnectionLike, Value, cmd};
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Most partitions one sale may have: one per cluster hash slot.
@@ -202,6 +203,10 @@ pub struct PartitionedSale {
     /// Units the next borrow for each partition asks for: doubles with each borrow, so a
     /// partition under heavy demand soon borrows in big steps and rarely.
     batches: Vec<AtomicU64>,
+    /// One borrower per partition at a time in this process: when many buyers find their
+    /// partition drained at once, one borrows and the others buy what it brought, instead of
+    /// each draining another partition (which then borrows back).
+    borrowing: Vec<Mutex<()>>,
     /// This handle's prefix for transfer ids, random, so two clients never share an id.
     mover: String,
     next_transfer: AtomicU64,
@@ -339,6 +344,7 @@ impl PartitionedSale {
         PartitionedSale {
             name: name.to_string(),
             batches: keys.iter().map(|_| AtomicU64::new(initial_batch)).collect(),
+            borrowing: keys.iter().map(|_| Mutex::new(())).collect(),
             keys,
             spec,
             mover: random_id(),
@@ -446,6 +452,19 @@ impl PartitionedSale {
     /// (borrowed, or returned to it meanwhile), `false` when no partition had any at one
     /// instant.
     fn borrow<C: ConnectionLike>(&self, con: &mut C, partition: usize, qty: u64) -> Result<bool> {
+        let _borrower = match self.borrowing[partition].try_lock() {
+            Ok(guard) => guard,
+            Err(_) => {
+                let guard = self.borrowing[partition]
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                // Another buyer of this partition just borrowed (or sealed it): look first.
+                if self.partition_info(con, partition)?.remaining >= qty {
+                    return Ok(true);
+                }
+                guard
+            }
+        };
         // Bounded: each round either moves units, finishes transfers, or saw the sale change.
         for _ in 0..64 {
             let first = self.partition_infos(con)?;
@@ -562,13 +581,18 @@ impl PartitionedSale {
 
     /// Each partition's `SECKILL.INFO`, partition 0 first.
     pub fn partition_infos<C: ConnectionLike>(&self, con: &mut C) -> Result<Vec<PartitionInfo>> {
-        self.keys
-            .iter()
-            .map(|key| {
-                let reply: Value = cmd("SECKILL.INFO").arg(key).query(con)?;
-                PartitionInfo::from_fields(&parse_fields(reply)?)
-            })
+        (0..self.keys.len())
+            .map(|index| self.partition_info(con, index))
             .collect()
+    }
+
+    fn partition_info<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        index: usize,
+    ) -> Result<PartitionInfo> {
+        let reply: Value = cmd("SECKILL.INFO").arg(&self.keys[index]).query(con)?;
+        PartitionInfo::from_fields(&parse_fields(reply)?)
     }
 
     /// Totals over the partitions. The partitions are read one after the other, so under

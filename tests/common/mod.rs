@@ -386,14 +386,18 @@ pub fn replicate(replica: &Server, master: &Server) {
 /// cluster with `redis-cli --cluster create`, slots split evenly; returns once every node
 /// reports `cluster_state:ok`.
 pub fn start_cluster(masters: usize, extra: &[&str]) -> Vec<Server> {
-    // Module arguments (`extra` may start with them) must follow the module path.
-    let mut args = extra.to_vec();
-    args.extend(["--cluster-enabled", "yes", "--cluster-node-timeout", "5000"]);
-    let nodes: Vec<Server> = (0..masters).map(|_| Server::start_with(&args)).collect();
+    start_cluster_with_replicas(masters, 0, extra)
+}
+
+/// As [`start_cluster`], with `replicas` replicas per master (the masters come first).
+pub fn start_cluster_with_replicas(masters: usize, replicas: usize, extra: &[&str]) -> Vec<Server> {
+    let nodes: Vec<Server> = (0..masters * (1 + replicas))
+        .map(|_| start_cluster_node(extra))
+        .collect();
     let created = Command::new(cli_binary())
         .args(["--cluster", "create"])
         .args(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)))
-        .arg("--cluster-yes")
+        .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
         .output()
         .expect("redis-cli --cluster create");
     assert!(
@@ -405,6 +409,14 @@ pub fn start_cluster(masters: usize, extra: &[&str]) -> Vec<Server> {
         wait_cluster_ok(node);
     }
     nodes
+}
+
+/// One cluster-enabled server, not yet part of any cluster.
+pub fn start_cluster_node(extra: &[&str]) -> Server {
+    // Module arguments (`extra` may start with them) must follow the module path.
+    let mut args = extra.to_vec();
+    args.extend(["--cluster-enabled", "yes", "--cluster-node-timeout", "5000"]);
+    Server::start_with(&args)
 }
 
 pub fn wait_cluster_ok(node: &Server) {

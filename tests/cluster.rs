@@ -1,0 +1,539 @@
+//! One sale over a real local Redis Cluster through the `seckill-client` crate: 200 concurrent
+//! buyers with 3x demand and skewed traffic sell exactly the stock, nobody over LIMIT, while
+//! masters join and the cluster rebalances, while a replica takes over with CLUSTER FAILOVER,
+//! and after a mover died between LEND and ABSORB. A sampler freezes every master (CLIENT
+//! PAUSE WRITE) to read all partitions at one instant and checks the sale's identity there.
+
+mod common;
+
+use common::{Server, cli_binary, start_cluster_node, start_cluster_with_replicas, wait_until};
+use redis::cluster::{ClusterClient, ClusterConnection};
+use seckill_client::{Error, PartitionedSale, SaleInfo, SaleSpec, TryReply, partition_of};
+use std::collections::HashMap;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const PARTITIONS: u32 = 16;
+const STOCK: u64 = 10_000;
+const LIMIT: u64 = 2;
+const BUYER_THREADS: usize = 200;
+/// Each user asks for LIMIT units, one at a time, and then once more: 3x the stock in all.
+const USERS: usize = (3 * STOCK / LIMIT) as usize;
+const ATTEMPTS_PER_USER: usize = LIMIT as usize + 1;
+
+fn cluster_con(nodes: &[String]) -> ClusterConnection {
+    ClusterClient::builder(nodes.to_vec())
+        .retries(30)
+        .build()
+        .expect("cluster client")
+        .get_connection()
+        .expect("cluster connection")
+}
+
+fn urls(nodes: &[Server]) -> Vec<String> {
+    nodes.iter().map(Server::url).collect()
+}
+
+/// `count` user ids, `hot_share` of them hashing to partitions 0 and 1.
+fn skewed_users(count: usize, hot_share: f64) -> Vec<String> {
+    let hot_wanted = (count as f64 * hot_share) as usize;
+    let (mut hot, mut cold) = (Vec::new(), Vec::new());
+    for n in 0.. {
+        let user = format!("user:{n:010}");
+        if partition_of(user.as_bytes(), PARTITIONS) < 2 {
+            if hot.len() < hot_wanted {
+                hot.push(user);
+            }
+        } else if cold.len() < count - hot_wanted {
+            cold.push(user);
+        }
+        if hot.len() + cold.len() == count {
+            break;
+        }
+    }
+    hot.extend(cold);
+    hot
+}
+
+/// Every user's attempts, in a fixed pseudo-random order.
+fn attempts(users: &[String]) -> Vec<&str> {
+    let mut all: Vec<&str> = users
+        .iter()
+        .flat_map(|u| std::iter::repeat_n(u.as_str(), ATTEMPTS_PER_USER))
+        .collect();
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    for i in (1..all.len()).rev() {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        all.swap(i, (state % (i as u64 + 1)) as usize);
+    }
+    all
+}
+
+#[derive(Default, Debug)]
+struct Outcomes {
+    bought: u64,
+    sold_out: u64,
+    over_limit: u64,
+    /// Calls that failed (a node going away, a failover) and were retried.
+    retried_errors: u64,
+}
+
+/// The masters' addresses, as the cluster sees them now.
+fn masters(nodes: &[String]) -> Vec<String> {
+    for url in nodes {
+        let Ok(mut con) = redis::Client::open(url.as_str()).and_then(|c| c.get_connection()) else {
+            continue;
+        };
+        let Ok(listing) = redis::cmd("CLUSTER").arg("NODES").query::<String>(&mut con) else {
+            continue;
+        };
+        return listing
+            .lines()
+            .filter(|line| line.contains("master") && !line.contains("fail"))
+            .filter_map(|line| {
+                let address = line.split_whitespace().nth(1)?;
+                Some(format!("redis://{}/", address.split('@').next()?))
+            })
+            .collect();
+    }
+    panic!("no node answers CLUSTER NODES");
+}
+
+/// Reads every partition while all masters are paused for writes: one instant of the sale.
+/// `None` when the cut could not be trusted (a pause ran out, a master changed role).
+fn frozen_info(
+    sale: &PartitionedSale,
+    nodes: &[String],
+    con: &mut ClusterConnection,
+) -> Option<SaleInfo> {
+    const PAUSE_MS: u64 = 2_000;
+    let started = Instant::now();
+    let mut paused = Vec::new();
+    for master in masters(nodes) {
+        let mut direct = redis::Client::open(master.as_str())
+            .ok()?
+            .get_connection()
+            .ok()?;
+        redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(PAUSE_MS)
+            .arg("WRITE")
+            .query::<()>(&mut direct)
+            .ok()?;
+        paused.push(direct);
+    }
+    let info = sale.info(con);
+    for mut direct in paused {
+        let _ = redis::cmd("CLIENT").arg("UNPAUSE").query::<()>(&mut direct);
+    }
+    let trusted = started.elapsed() < Duration::from_millis(PAUSE_MS / 2);
+    info.ok().filter(|_| trusted)
+}
+
+struct Run {
+    outcomes: Outcomes,
+    samples: usize,
+    unbalanced: Vec<String>,
+}
+
+/// Runs every attempt on `BUYER_THREADS` threads while `disturb` runs on this one, sampling the
+/// sale's identity at frozen instants meanwhile.
+fn run_buyers(
+    sale: &Arc<PartitionedSale>,
+    nodes: &[String],
+    users: &[String],
+    disturb: impl FnOnce(&AtomicUsize),
+) -> Run {
+    let attempts: Arc<Vec<String>> =
+        Arc::new(attempts(users).into_iter().map(String::from).collect());
+    let next = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let outcomes = Arc::new(Mutex::new(Outcomes::default()));
+    let buyers: Vec<_> = (0..BUYER_THREADS)
+        .map(|_| {
+            let (sale, nodes, attempts, next, outcomes) = (
+                sale.clone(),
+                nodes.to_vec(),
+                attempts.clone(),
+                next.clone(),
+                outcomes.clone(),
+            );
+            std::thread::spawn(move || {
+                let mut con = cluster_con(&nodes);
+                let mut mine = Outcomes::default();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(user) = attempts.get(i) else { break };
+                    let mut tries = 0;
+                    let reply = loop {
+                        match sale.try_buy(&mut con, user, 1) {
+                            Ok(reply) => break reply,
+                            Err(Error::Redis(e)) if tries < 100 => {
+                                // A node that went away or changed role: the cluster client
+                                // finds the new owner on the next call.
+                                tries += 1;
+                                mine.retried_errors += 1;
+                                if e.is_connection_dropped() || e.is_io_error() {
+                                    con = cluster_con(&nodes);
+                                }
+                                std::thread::sleep(Duration::from_millis(50));
+                            }
+                            Err(e) => panic!("{user}: {e}"),
+                        }
+                    };
+                    match reply {
+                        TryReply::Bought { .. } => mine.bought += 1,
+                        TryReply::SoldOut => mine.sold_out += 1,
+                        TryReply::OverLimit => mine.over_limit += 1,
+                        other => panic!("{user}: {other:?}"),
+                    }
+                }
+                let mut all = outcomes.lock().unwrap();
+                all.bought += mine.bought;
+                all.sold_out += mine.sold_out;
+                all.over_limit += mine.over_limit;
+                all.retried_errors += mine.retried_errors;
+            })
+        })
+        .collect();
+    let sampler = {
+        let (sale, nodes, done) = (sale.clone(), nodes.to_vec(), done.clone());
+        std::thread::spawn(move || {
+            let mut con = cluster_con(&nodes);
+            let (mut samples, mut unbalanced) = (0, Vec::new());
+            while !done.load(Ordering::Relaxed) {
+                if let Some(info) = frozen_info(&sale, &nodes, &mut con) {
+                    samples += 1;
+                    if !info.balanced() {
+                        unbalanced.push(format!("{info:?}"));
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            (samples, unbalanced)
+        })
+    };
+    disturb(&next);
+    for buyer in buyers {
+        buyer.join().expect("a buyer thread panicked");
+    }
+    done.store(true, Ordering::Relaxed);
+    let (samples, unbalanced) = sampler.join().expect("sampler");
+    let outcomes = std::mem::take(&mut *outcomes.lock().unwrap());
+    Run {
+        outcomes,
+        samples,
+        unbalanced,
+    }
+}
+
+/// What must hold once every attempt is answered: exactly the stock sold, nobody over LIMIT,
+/// nothing in flight, the identity at every sampled instant.
+fn assert_sold_out_exactly(sale: &PartitionedSale, con: &mut ClusterConnection, run: &Run) {
+    println!(
+        "{:?}, {} frozen samples, {:?}",
+        run.outcomes,
+        run.samples,
+        sale.stats()
+    );
+    assert!(
+        run.unbalanced.is_empty(),
+        "unbalanced at: {:?}",
+        run.unbalanced
+    );
+    assert!(run.samples >= 3, "too few frozen samples: {}", run.samples);
+    let info = sale.info(con).unwrap();
+    assert!(info.balanced(), "{info:?}");
+    assert_eq!(info.sold, STOCK, "sold == stock: {info:?}");
+    assert_eq!(
+        (info.remaining, info.in_flight, info.pending_out),
+        (0, 0, 0)
+    );
+    assert!(info.sold_out);
+    let buyers = sale.buyers(con).unwrap();
+    assert_eq!(buyers.iter().map(|b| b.qty).sum::<u64>(), STOCK);
+    let mut owners: HashMap<&[u8], u64> = HashMap::new();
+    for buyer in &buyers {
+        assert_eq!(
+            buyer.partition,
+            partition_of(&buyer.user, PARTITIONS),
+            "a buyer in another partition than its hash"
+        );
+        *owners.entry(&buyer.user).or_default() += buyer.qty;
+    }
+    assert_eq!(owners.len(), buyers.len(), "a user listed twice");
+    assert!(
+        owners.values().all(|&qty| qty <= LIMIT),
+        "a user over LIMIT"
+    );
+    // A purchase whose reply was lost to a failover is sold but not counted by its client.
+    assert!(run.outcomes.bought <= STOCK);
+    assert!(run.outcomes.bought + run.outcomes.retried_errors >= STOCK);
+    for key in sale.partition_keys() {
+        let pending: Vec<redis::Value> =
+            redis::cmd("SECKILL.TRANSFERS").arg(key).query(con).unwrap();
+        assert!(pending.is_empty(), "{key}: {pending:?}");
+    }
+}
+
+fn create_sale(con: &mut ClusterConnection, name: &str) -> Arc<PartitionedSale> {
+    let spec = SaleSpec::new(STOCK, PARTITIONS).limit(LIMIT);
+    Arc::new(PartitionedSale::create(con, name, &spec).unwrap())
+}
+
+#[test]
+fn skewed_demand_sells_out_exactly_across_partitions() {
+    let nodes = start_cluster_with_replicas(3, 0, &[]);
+    let urls = urls(&nodes);
+    let mut con = cluster_con(&urls);
+    let sale = create_sale(&mut con, "sale:skew");
+    let users = skewed_users(USERS, 0.7);
+    let run = run_buyers(&sale, &urls, &users, |_| {});
+    assert_sold_out_exactly(&sale, &mut con, &run);
+    let stats = sale.stats();
+    assert!(
+        stats.transfers > 0,
+        "the hot partitions borrowed: {stats:?}"
+    );
+    // Sold out everywhere: a partition looks for stock once, is sealed, and from then on a
+    // buyer costs one round trip. (Sealed for longer than this check can take.)
+    let late = PartitionedSale::open(&mut con, "sale:skew")
+        .unwrap()
+        .with_seal_ms(600_000);
+    for user in users.iter().take(200) {
+        assert_eq!(
+            late.try_buy(&mut con, format!("late:{user}"), 1).unwrap(),
+            TryReply::SoldOut
+        );
+    }
+    let late_stats = late.stats();
+    assert_eq!(late_stats.tries, 200);
+    assert!(
+        late_stats.borrowing_tries <= u64::from(PARTITIONS),
+        "each partition looks for stock once, then is sealed: {late_stats:?}"
+    );
+    assert!(sale.info(&mut con).unwrap().sealed > 0);
+}
+
+#[test]
+fn sells_out_exactly_while_two_masters_join_and_the_cluster_rebalances() {
+    let nodes = start_cluster_with_replicas(3, 0, &[]);
+    let mut urls = urls(&nodes);
+    let mut con = cluster_con(&urls);
+    let sale = create_sale(&mut con, "sale:grow");
+    let owner_before: Vec<String> = sale
+        .partition_keys()
+        .iter()
+        .map(|k| owner_of(&urls, k))
+        .collect();
+    let joined: Vec<Server> = (0..2).map(|_| start_cluster_node(&[])).collect();
+    let users = skewed_users(USERS, 0.7);
+    let all_urls: Vec<String> = urls
+        .iter()
+        .cloned()
+        .chain(joined.iter().map(Server::url))
+        .collect();
+    let run = run_buyers(&sale, &urls, &users, |progress| {
+        // Buying has begun before the cluster grows.
+        wait_until(Duration::from_secs(60), "first purchases", || {
+            progress.load(Ordering::Relaxed) > 2_000
+        });
+        let entry = format!("127.0.0.1:{}", nodes[0].port);
+        // Each node must know every other before the next joins, and before `rebalance` asks
+        // them to move slots to each other.
+        let mut members = all_urls[..3].to_vec();
+        for node in &joined {
+            cli(&[
+                "--cluster",
+                "add-node",
+                &format!("127.0.0.1:{}", node.port),
+                &entry,
+            ]);
+            members.push(node.url());
+            wait_until(
+                Duration::from_secs(30),
+                "every node to know every other",
+                || cli_succeeds(&["--cluster", "check", &entry]) && all_know_each_other(&members),
+            );
+        }
+        cli(&[
+            "--cluster",
+            "rebalance",
+            &entry,
+            "--cluster-use-empty-masters",
+            "--cluster-pipeline",
+            "100",
+        ]);
+    });
+    urls.extend(joined.iter().map(Server::url));
+    assert_sold_out_exactly(&sale, &mut con, &run);
+    let moved: Vec<&String> = sale
+        .partition_keys()
+        .iter()
+        .zip(&owner_before)
+        .filter(|(key, before)| owner_of(&urls, key) != **before)
+        .map(|(key, _)| key)
+        .collect();
+    assert!(!moved.is_empty(), "the rebalance moved no partition");
+    for key in &moved {
+        let owner = owner_of(&urls, key);
+        assert!(joined.iter().any(|n| n.url() == owner), "{key} on {owner}");
+    }
+}
+
+#[test]
+fn sells_out_exactly_through_a_cluster_failover() {
+    let nodes = start_cluster_with_replicas(3, 1, &[]);
+    let urls = urls(&nodes);
+    let mut con = cluster_con(&urls);
+    let sale = create_sale(&mut con, "sale:failover");
+    let users = skewed_users(USERS, 0.7);
+    // The master that serves the first hot partition hands over to its replica.
+    let hot_master = owner_of(&urls, &sale.partition_keys()[0]);
+    let replica = replica_of(&urls, &hot_master);
+    let run = run_buyers(&sale, &urls, &users, |progress| {
+        wait_until(Duration::from_secs(60), "first purchases", || {
+            progress.load(Ordering::Relaxed) > 5_000
+        });
+        let mut direct = redis::Client::open(replica.as_str())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let _: () = redis::cmd("CLUSTER")
+            .arg("FAILOVER")
+            .query(&mut direct)
+            .unwrap();
+        wait_until(Duration::from_secs(30), "the replica to take over", || {
+            masters(&urls).contains(&replica)
+        });
+    });
+    assert_eq!(owner_of(&urls, &sale.partition_keys()[0]), replica);
+    assert_sold_out_exactly(&sale, &mut con, &run);
+}
+
+#[test]
+fn a_mover_that_died_between_lend_and_absorb_is_finished_by_the_buyers() {
+    let nodes = start_cluster_with_replicas(3, 0, &[]);
+    let urls = urls(&nodes);
+    let mut con = cluster_con(&urls);
+    let sale = create_sale(&mut con, "sale:mover");
+    let keys = sale.partition_keys().to_vec();
+    let users = skewed_users(USERS, 0.7);
+    let run = run_buyers(&sale, &urls, &users, |progress| {
+        wait_until(Duration::from_secs(60), "first purchases", || {
+            progress.load(Ordering::Relaxed) > 1_000
+        });
+        // A mover's LEND, and then nothing: it died before ABSORB.
+        for (id, from, to) in [("dead-1", 5, 0), ("dead-2", 9, 1)] {
+            let lent: u64 = redis::cmd("SECKILL.LEND")
+                .arg(&keys[from])
+                .arg(id)
+                .arg(200)
+                .arg("TO")
+                .arg(&keys[to])
+                .query(&mut con)
+                .unwrap();
+            assert!(lent > 0);
+        }
+    });
+    assert_sold_out_exactly(&sale, &mut con, &run);
+    assert!(sale.stats().recovered >= 2, "{:?}", sale.stats());
+}
+
+/// Whether every node of `nodes` that answers lists every other one as connected.
+fn all_know_each_other(nodes: &[String]) -> bool {
+    nodes.iter().all(|url| {
+        let Ok(mut con) = redis::Client::open(url.as_str()).and_then(|c| c.get_connection()) else {
+            return false;
+        };
+        redis::cmd("CLUSTER")
+            .arg("NODES")
+            .query::<String>(&mut con)
+            .is_ok_and(|listing| {
+                listing.lines().filter(|l| l.contains("connected")).count() == nodes.len()
+            })
+    })
+}
+
+fn cli_succeeds(args: &[&str]) -> bool {
+    Command::new(cli_binary())
+        .args(args)
+        .output()
+        .is_ok_and(|out| out.status.success())
+}
+
+fn cli(args: &[&str]) {
+    let out = Command::new(cli_binary())
+        .args(args)
+        .output()
+        .expect("redis-cli");
+    assert!(
+        out.status.success(),
+        "redis-cli {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The master serving `key`, as `redis://host:port/`.
+fn owner_of(nodes: &[String], key: &str) -> String {
+    let mut con = redis::Client::open(nodes[0].as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let slot: u16 = redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(key)
+        .query(&mut con)
+        .unwrap();
+    let shards: Vec<redis::Value> = redis::cmd("CLUSTER").arg("SLOTS").query(&mut con).unwrap();
+    for shard in shards {
+        let (start, end, master): (u16, u16, (String, u16)) = match shard {
+            redis::Value::Array(items) if items.len() >= 3 => (
+                redis::from_redis_value(items[0].clone()).unwrap(),
+                redis::from_redis_value(items[1].clone()).unwrap(),
+                {
+                    let redis::Value::Array(node) = &items[2] else {
+                        panic!()
+                    };
+                    (
+                        redis::from_redis_value(node[0].clone()).unwrap(),
+                        redis::from_redis_value(node[1].clone()).unwrap(),
+                    )
+                },
+            ),
+            other => panic!("CLUSTER SLOTS: {other:?}"),
+        };
+        if (start..=end).contains(&slot) {
+            return format!("redis://{}:{}/", master.0, master.1);
+        }
+    }
+    panic!("slot {slot} of {key} has no owner");
+}
+
+/// A replica of the master at `master`.
+fn replica_of(nodes: &[String], master: &str) -> String {
+    let mut con = redis::Client::open(master)
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let id: String = redis::cmd("CLUSTER").arg("MYID").query(&mut con).unwrap();
+    let mut found = None;
+    wait_until(Duration::from_secs(30), "a replica", || {
+        let listing: String = redis::cmd("CLUSTER").arg("NODES").query(&mut con).unwrap();
+        found = listing
+            .lines()
+            .find(|line| line.contains("slave") && line.contains(&id))
+            .and_then(|line| line.split_whitespace().nth(1))
+            .and_then(|address| address.split('@').next())
+            .map(|address| format!("redis://{address}/"));
+        found.is_some()
+    });
+    let replica = found.unwrap();
+    assert!(nodes.contains(&replica));
+    replica
+}
