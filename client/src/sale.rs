@@ -458,9 +458,13 @@ impl PartitionedSale {
                 let guard = self.borrowing[partition]
                     .lock()
                     .unwrap_or_else(|poisoned| poisoned.into_inner());
-                // Another buyer of this partition just borrowed (or sealed it): look first.
-                if self.partition_info(con, partition)?.remaining >= qty {
+                // Another buyer of this partition just borrowed, or sealed it: look first.
+                let info = self.partition_info(con, partition)?;
+                if info.remaining >= qty {
                     return Ok(true);
+                }
+                if info.sealed {
+                    return Ok(false);
                 }
                 guard
             }

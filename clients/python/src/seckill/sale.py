@@ -389,10 +389,11 @@ class PartitionedSale:
         lock = self._borrowing[partition]
         if not lock.acquire(blocking=False):
             lock.acquire()
-            # Another buyer of this partition just borrowed (or sealed it): look first.
-            if self._partition_info(partition).remaining >= qty:
+            # Another buyer of this partition just borrowed, or sealed it: look first.
+            info = self._partition_info(partition)
+            if info.remaining >= qty or info.sealed:
                 lock.release()
-                return True
+                return info.remaining >= qty
         try:
             for _ in range(64):
                 first = self.partition_infos()
