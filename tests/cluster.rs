@@ -233,7 +233,13 @@ fn run_buyers(
 
 /// What must hold once every attempt is answered: exactly the stock sold, nobody over LIMIT,
 /// nothing in flight, the identity at every sampled instant.
-fn assert_sold_out_exactly(sale: &PartitionedSale, con: &mut ClusterConnection, run: &Run) {
+/// `bought_elsewhere`: purchases the test made outside the buyer threads.
+fn assert_sold_out_exactly(
+    sale: &PartitionedSale,
+    con: &mut ClusterConnection,
+    run: &Run,
+    bought_elsewhere: u64,
+) {
     println!(
         "{:?}, {} frozen samples, {:?}",
         run.outcomes,
@@ -271,8 +277,9 @@ fn assert_sold_out_exactly(sale: &PartitionedSale, con: &mut ClusterConnection, 
         "a user over LIMIT"
     );
     // A purchase whose reply was lost to a failover is sold but not counted by its client.
-    assert!(run.outcomes.bought <= STOCK);
-    assert!(run.outcomes.bought + run.outcomes.retried_errors >= STOCK);
+    let bought = run.outcomes.bought + bought_elsewhere;
+    assert!(bought <= STOCK);
+    assert!(bought + run.outcomes.retried_errors >= STOCK);
     for key in sale.partition_keys() {
         let pending: Vec<redis::Value> =
             redis::cmd("SECKILL.TRANSFERS").arg(key).query(con).unwrap();
@@ -293,7 +300,7 @@ fn skewed_demand_sells_out_exactly_across_partitions() {
     let sale = create_sale(&mut con, "sale:skew");
     let users = skewed_users(USERS, 0.7);
     let run = run_buyers(&sale, &urls, &users, |_| {});
-    assert_sold_out_exactly(&sale, &mut con, &run);
+    assert_sold_out_exactly(&sale, &mut con, &run, 0);
     let stats = sale.stats();
     assert!(
         stats.transfers > 0,
@@ -337,40 +344,66 @@ fn sells_out_exactly_while_two_masters_join_and_the_cluster_rebalances() {
         .cloned()
         .chain(joined.iter().map(Server::url))
         .collect();
-    let run = run_buyers(&sale, &urls, &users, |progress| {
-        // Buying has begun before the cluster grows.
-        wait_until(Duration::from_secs(60), "first purchases", || {
-            progress.load(Ordering::Relaxed) > 2_000
-        });
-        let entry = format!("127.0.0.1:{}", nodes[0].port);
-        // Each node must know every other before the next joins, and before `rebalance` asks
-        // them to move slots to each other.
-        let mut members = all_urls[..3].to_vec();
-        for node in &joined {
-            cli(&[
-                "--cluster",
-                "add-node",
-                &format!("127.0.0.1:{}", node.port),
-                &entry,
-            ]);
-            members.push(node.url());
-            wait_until(
-                Duration::from_secs(30),
-                "every node to know every other",
-                || cli_succeeds(&["--cluster", "check", &entry]) && all_know_each_other(&members),
-            );
-        }
+    let entry = format!("127.0.0.1:{}", nodes[0].port);
+    // Each node must know every other before the next joins, and before `rebalance` asks
+    // them to move slots to each other.
+    let mut members = all_urls[..3].to_vec();
+    for node in &joined {
         cli(&[
             "--cluster",
-            "rebalance",
+            "add-node",
+            &format!("127.0.0.1:{}", node.port),
             &entry,
-            "--cluster-use-empty-masters",
-            "--cluster-pipeline",
-            "100",
         ]);
+        members.push(node.url());
+        wait_until(
+            Duration::from_secs(30),
+            "every node to know every other",
+            || cli_succeeds(&["--cluster", "check", &entry]) && all_know_each_other(&members),
+        );
+    }
+    // The rebalance starts first and the buyers come once it moves slots, so that the sale
+    // runs while partitions change hands (it takes a few seconds, the sale about as long).
+    let rebalance = {
+        let (entry, members) = (entry.clone(), members.clone());
+        std::thread::spawn(move || {
+            // A node that still thinks the cluster is down refuses the keys MIGRATE brings
+            // it (CLUSTERDOWN), so rebalance fails; an operator runs it again, as this does.
+            (0..3).any(|_| {
+                wait_until(
+                    Duration::from_secs(30),
+                    "every node to see the cluster up",
+                    || all_cluster_ok(&members),
+                );
+                cli_succeeds(&[
+                    "--cluster",
+                    "rebalance",
+                    &entry,
+                    "--cluster-use-empty-masters",
+                ])
+            })
+        })
+    };
+    wait_until(Duration::from_secs(60), "the first slot to move", || {
+        joined.iter().any(owns_slots)
     });
+    let mut answered_during_rebalance = 0;
+    let run = run_buyers(&sale, &urls, &users, |progress| {
+        assert!(rebalance.join().unwrap(), "rebalance failed three times");
+        answered_during_rebalance = progress
+            .load(Ordering::Relaxed)
+            .min(USERS * ATTEMPTS_PER_USER);
+    });
+    println!(
+        "{answered_during_rebalance} of {} attempts answered while the rebalance ran",
+        USERS * ATTEMPTS_PER_USER
+    );
+    assert!(
+        answered_during_rebalance > 1_000,
+        "the buyers were not buying while slots moved"
+    );
     urls.extend(joined.iter().map(Server::url));
-    assert_sold_out_exactly(&sale, &mut con, &run);
+    assert_sold_out_exactly(&sale, &mut con, &run, 0);
     let moved: Vec<&String> = sale
         .partition_keys()
         .iter()
@@ -395,6 +428,16 @@ fn sells_out_exactly_through_a_cluster_failover() {
     // The master that serves the first hot partition hands over to its replica.
     let hot_master = owner_of(&urls, &sale.partition_keys()[0]);
     let replica = replica_of(&urls, &hot_master);
+    // A purchase a replica acknowledged is kept through the failover.
+    let acked_user = (0..)
+        .map(|n| format!("acked:{n}"))
+        .find(|u| partition_of(u.as_bytes(), PARTITIONS) == 0)
+        .unwrap();
+    let (reply, acked) = sale
+        .try_buy_acked(&mut con, &acked_user, 1, 1, 10_000)
+        .unwrap();
+    assert!(matches!(reply, TryReply::Bought { .. }));
+    assert_eq!(acked, 1, "each master's one replica acknowledged");
     let run = run_buyers(&sale, &urls, &users, |progress| {
         wait_until(Duration::from_secs(60), "first purchases", || {
             progress.load(Ordering::Relaxed) > 5_000
@@ -412,7 +455,8 @@ fn sells_out_exactly_through_a_cluster_failover() {
         });
     });
     assert_eq!(owner_of(&urls, &sale.partition_keys()[0]), replica);
-    assert_sold_out_exactly(&sale, &mut con, &run);
+    assert_eq!(sale.bought(&mut con, &acked_user).unwrap(), 1);
+    assert_sold_out_exactly(&sale, &mut con, &run, 1);
 }
 
 #[test]
@@ -440,8 +484,31 @@ fn a_mover_that_died_between_lend_and_absorb_is_finished_by_the_buyers() {
             assert!(lent > 0);
         }
     });
-    assert_sold_out_exactly(&sale, &mut con, &run);
+    assert_sold_out_exactly(&sale, &mut con, &run, 0);
     assert!(sale.stats().recovered >= 2, "{:?}", sale.stats());
+}
+
+/// Whether `node` serves any slot.
+fn owns_slots(node: &Server) -> bool {
+    let id = common::cluster_node_id(node);
+    let listing: String = redis::cmd("CLUSTER")
+        .arg("NODES")
+        .query(&mut node.con())
+        .unwrap_or_default();
+    listing
+        .lines()
+        .find(|line| line.starts_with(&id))
+        .is_some_and(|line| line.split_whitespace().count() > 8)
+}
+
+/// Whether every node of `nodes` reports `cluster_state:ok`.
+fn all_cluster_ok(nodes: &[String]) -> bool {
+    nodes.iter().all(|url| {
+        redis::Client::open(url.as_str())
+            .and_then(|c| c.get_connection())
+            .and_then(|mut con| redis::cmd("CLUSTER").arg("INFO").query::<String>(&mut con))
+            .is_ok_and(|info| info.contains("cluster_state:ok"))
+    })
 }
 
 /// Whether every node of `nodes` that answers lists every other one as connected.

@@ -448,6 +448,24 @@ impl PartitionedSale {
         }
     }
 
+    /// [`PartitionedSale::try_buy`], then `WAIT replicas timeout_ms` on the same connection:
+    /// also replies how many replicas acknowledged the purchase (and every earlier write of
+    /// this connection) before the timeout. A purchase acknowledged by a replica survives the
+    /// failover to it (see the README's "Acknowledged" section). On a `ClusterConnection`
+    /// WAIT goes to every master and the fewest acknowledgements are replied.
+    pub fn try_buy_acked<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        user: impl AsRef<[u8]>,
+        qty: u64,
+        replicas: u64,
+        timeout_ms: u64,
+    ) -> Result<(TryReply, u64)> {
+        let reply = self.try_buy(con, user, qty)?;
+        let acked: u64 = cmd("WAIT").arg(replicas).arg(timeout_ms).query(con)?;
+        Ok((reply, acked))
+    }
+
     /// Looks for `qty` units for `partition` in the others: `true` when it may have them now
     /// (borrowed, or returned to it meanwhile), `false` when no partition had any at one
     /// instant.

@@ -32,11 +32,17 @@ pub fn module_path() -> PathBuf {
     path
 }
 
+/// A free loopback port at most 55535: a cluster node also listens on its port + 10000.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind a free port")
-        .port()
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("bind a free port")
+            .port();
+        if port <= 55_535 {
+            return port;
+        }
+    }
 }
 
 fn fresh_dir() -> PathBuf {

@@ -1,4 +1,4 @@
-"""A real local Redis Cluster (3 masters) with the seckill module, for the whole test session;
+"""A real local Redis Cluster (3 masters, each with a replica) with the seckill module, for the whole test session;
 its servers are killed at the end, and with this process if it dies."""
 
 import ctypes
@@ -20,9 +20,13 @@ CLI = os.environ.get("REDIS_CLI", "redis-cli")
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    # At most 55535: a cluster node also listens on its port + 10000.
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port <= 55535:
+            return port
 
 
 def _die_with_parent():
@@ -52,7 +56,7 @@ def cluster():
     workdir = tempfile.TemporaryDirectory(prefix="seckill-py-")
     servers, ports = [], []
     try:
-        for _ in range(3):
+        for _ in range(6):
             port = _free_port()
             node_dir = pathlib.Path(workdir.name) / str(port)
             node_dir.mkdir()
@@ -70,13 +74,18 @@ def cluster():
         for port in ports:
             wait_until(lambda: _answers(port), f"the server on {port}")
         subprocess.run(
-            [CLI, "--cluster", "create", *[f"127.0.0.1:{p}" for p in ports], "--cluster-yes"],
+            [CLI, "--cluster", "create", *[f"127.0.0.1:{p}" for p in ports], "--cluster-replicas", "1", "--cluster-yes"],
             check=True,
             capture_output=True,
         )
         for port in ports:
             node = redis.Redis(port=port)
             wait_until(lambda: node.cluster("info")["cluster_state"] == "ok", "cluster_state:ok")
+        for port in ports:
+            node = redis.Redis(port=port)
+            wait_until(lambda: node.info("replication")["role"] == "master"
+                       or node.info("replication").get("master_link_status") == "up",
+                       "every replica to sync")
         yield redis.RedisCluster(host="127.0.0.1", port=ports[0])
     finally:
         for server in servers:

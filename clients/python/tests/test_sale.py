@@ -152,3 +152,14 @@ def test_the_readme_cluster_tour_runs(cluster, capsys):
     spec.loader.exec_module(tour)
     assert tour.main(cluster) == {"sold": 1000, "stock": 1000, "balanced": True}
     assert "a late buyer gets -1" in capsys.readouterr().out
+
+
+def test_an_acknowledged_purchase_reports_its_replicas(cluster):
+    sale = PartitionedSale.create(cluster, "py:acked", SaleSpec(stock=2, partitions=2))
+    code, acked = sale.try_buy_acked("alice", replicas=1, timeout_ms=10_000)
+    assert code >= 0 and acked == 1, "each master has one replica"
+    # Two replicas are asked for, one exists: WAIT times out and says 1.
+    code, acked = sale.try_buy_acked("bob", replicas=2, timeout_ms=50)
+    assert code >= 0 and acked == 1
+    assert sale.try_buy_acked("carol")[0] == SOLD_OUT
+    assert sale.info().sold == 2

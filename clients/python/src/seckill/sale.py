@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Union
 
@@ -382,6 +383,50 @@ class PartitionedSale:
                 raise ContendedError(f"borrowed stock {_MAX_BORROWS} times for {user!r}")
             if not self._borrow(partition, qty):
                 return SOLD_OUT
+
+    def try_buy_acked(self, user: User, qty: int = 1, replicas: int = 1, timeout_ms: int = 1_000):
+        """``try_buy``, each TRY pipelined with ``WAIT replicas timeout_ms`` on one connection to
+        the partition's master; replies ``(code, acked)``: acked is how many replicas had the
+        purchase before the timeout. A purchase acknowledged by a replica survives the failover
+        to it (see the README's "Acknowledged" section)."""
+        partition = self.partition_of(user)
+        self._count("tries")
+        borrows = 0
+        while True:
+            code, acked = self._try_and_wait(self.keys[partition], user, qty, replicas, timeout_ms)
+            if code != _DRAINED:
+                return code, acked
+            if borrows == 0:
+                self._count("borrowing_tries")
+            borrows += 1
+            if borrows > _MAX_BORROWS:
+                raise ContendedError(f"borrowed stock {_MAX_BORROWS} times for {user!r}")
+            if not self._borrow(partition, qty):
+                return SOLD_OUT, acked
+
+    def _try_and_wait(self, key: str, user: User, qty: int, replicas: int, timeout_ms: int):
+        # WAIT counts the writes of its own connection: one pipeline, one connection, to the
+        # node that serves the key (redis-py's cluster client would send WAIT everywhere).
+        for _ in range(5):
+            if isinstance(self.client, redis.RedisCluster):
+                target = self.client.get_node_from_key(key).redis_connection
+            else:
+                target = self.client
+            pipe = target.pipeline(transaction=False)
+            pipe.execute_command("SECKILL.TRY", key, user, qty)
+            pipe.execute_command("WAIT", replicas, timeout_ms)
+            try:
+                code, acked = pipe.execute()
+                return int(code), int(acked)
+            except redis.exceptions.MovedError:
+                # The key's slot moved: learn the new owners and send it there.
+                self.client.nodes_manager.initialize()
+            except redis.exceptions.AskError:
+                # The key is being migrated right now: it lands on its new owner in a moment.
+                time.sleep(0.01)
+            except redis.exceptions.ResponseError as error:
+                raise translate(error) from error
+        raise redis.exceptions.ClusterError(f"{key} kept moving")
 
     def _borrow(self, partition: int, qty: int) -> bool:
         """Looks for ``qty`` units for ``partition`` in the others: True when it may have them
