@@ -570,6 +570,88 @@ fn a_partitioned_sale_works_on_one_plain_server_too() {
     assert!(keys.is_empty(), "{keys:?}");
 }
 
+#[test]
+fn holds_confirm_cancel_restock_and_one_consumer_group_over_the_partition_streams() {
+    let server = Server::start();
+    let mut con = server.con();
+    let spec = SaleSpec::new(8, 4)
+        .limit(2)
+        .hold_ms(60_000)
+        .events(Some(1_000));
+    let sale = PartitionedSale::create(&mut con, "sale:orders", &spec).unwrap();
+    assert_eq!(
+        PartitionedSale::open(&mut con, "sale:orders")
+            .unwrap()
+            .spec(),
+        &spec,
+        "the manifest keeps every setting"
+    );
+    sale.create_group(&mut con, "shipping").unwrap();
+    sale.create_group(&mut con, "shipping").unwrap();
+    for user in ["alice", "bob", "carol"] {
+        assert!(matches!(
+            sale.try_buy(&mut con, user, 1).unwrap(),
+            TryReply::Bought { .. }
+        ));
+    }
+    assert_eq!(sale.info(&mut con).unwrap().held, 3);
+    assert!(sale.confirm(&mut con, "alice").unwrap());
+    assert!(!sale.confirm(&mut con, "alice").unwrap());
+    assert_eq!(sale.cancel(&mut con, "bob", None).unwrap(), 1);
+    let held: Vec<(Vec<u8>, bool)> = sale
+        .buyers(&mut con)
+        .unwrap()
+        .into_iter()
+        .map(|b| (b.user, b.held))
+        .collect();
+    assert_eq!(held.len(), 2);
+    assert!(
+        held.contains(&(b"alice".to_vec(), false)) && held.contains(&(b"carol".to_vec(), true))
+    );
+    let events = sale
+        .read_group(&mut con, "shipping", "worker-1", 100)
+        .unwrap();
+    let mut seen: Vec<(String, String)> = events
+        .iter()
+        .map(|e| (e.get("event").to_string(), e.get("user").to_string()))
+        .collect();
+    seen.sort();
+    let want = [
+        ("cancel", "bob"),
+        ("confirm", "alice"),
+        ("purchase", "alice"),
+        ("purchase", "bob"),
+        ("purchase", "carol"),
+    ];
+    assert_eq!(
+        seen,
+        want.map(|(e, u)| (e.to_string(), u.to_string())).to_vec()
+    );
+    for event in &events {
+        assert_eq!(
+            event.partition,
+            partition_of(event.get("user").as_bytes(), 4)
+        );
+        assert!(sale.ack(&mut con, "shipping", event).unwrap());
+    }
+    assert!(
+        sale.read_group(&mut con, "shipping", "worker-1", 100)
+            .unwrap()
+            .is_empty()
+    );
+    sale.restock(&mut con, 6).unwrap();
+    let info = sale.info(&mut con).unwrap();
+    assert_eq!(
+        (info.stock, info.restocked, info.held, info.sold),
+        (8, 6, 1, 1)
+    );
+    assert!(info.balanced(), "{info:?}");
+    assert!(matches!(
+        sale.restock(&mut con, 0),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
 fn cli_succeeds(args: &[&str]) -> bool {
     Command::new(cli_binary())
         .args(args)
