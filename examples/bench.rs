@@ -957,6 +957,29 @@ mod cluster {
         (clients * per_client) as f64 / start.elapsed().as_secs_f64()
     }
 
+    /// [`load`] of plain `SECKILL.TRY key <prefix>:<client>:<i>` calls, each replying `expect`
+    /// when given.
+    fn raw_tries<C: ConnectionLike + Send + 'static>(
+        clients: usize,
+        per_client: usize,
+        connect: impl Fn() -> C,
+        key: &str,
+        prefix: &'static str,
+        expect: Option<i64>,
+    ) -> f64 {
+        let key = key.to_string();
+        load(clients, per_client, connect, move |con, c, i| {
+            let code: i64 = redis::cmd("SECKILL.TRY")
+                .arg(&key)
+                .arg(format!("{prefix}:{c}:{i}"))
+                .query(con)
+                .unwrap();
+            if let Some(want) = expect {
+                assert_eq!(code, want);
+            }
+        })
+    }
+
     #[derive(Default)]
     struct Round {
         single: f64,
@@ -1012,19 +1035,7 @@ mod cluster {
                 .query(&mut single.con())
                 .unwrap();
             reset(&[&single]);
-            let try_key = key.clone();
-            r.single = load(
-                cfg.clients,
-                per_client,
-                || single.con(),
-                move |con, c, i| {
-                    let _: i64 = redis::cmd("SECKILL.TRY")
-                        .arg(&try_key)
-                        .arg(format!("u:{c}:{i}"))
-                        .query(con)
-                        .unwrap();
-                },
-            );
+            r.single = raw_tries(cfg.clients, per_client, || single.con(), &key, "u", None);
             r.single_usec = server_time(&[&single]).1;
             // The same over 16 partitions of a 3-master cluster.
             let connect = || {
@@ -1050,19 +1061,13 @@ mod cluster {
             assert_eq!(info.sold, stock, "the partitioned sale sold out: {info:?}");
             // Sold out: the reject path, once per attempt.
             reset(&[&single]);
-            let try_key = key.clone();
-            r.single_sold_out = load(
+            r.single_sold_out = raw_tries(
                 cfg.clients,
                 sold_out_per_client,
                 || single.con(),
-                move |con, c, i| {
-                    let code: i64 = redis::cmd("SECKILL.TRY")
-                        .arg(&try_key)
-                        .arg(format!("late:{c}:{i}"))
-                        .query(con)
-                        .unwrap();
-                    assert_eq!(code, -1);
-                },
+                &key,
+                "late",
+                Some(-1),
             );
             r.single_sold_out_usec = server_time(&[&single]).1;
             let late = Arc::new(
@@ -1092,18 +1097,13 @@ mod cluster {
                 .query(&mut connect())
                 .unwrap();
             reset(&masters);
-            r.cluster_key_sold_out = load(
+            r.cluster_key_sold_out = raw_tries(
                 cfg.clients,
                 sold_out_per_client,
                 connect,
-                move |con, c, i| {
-                    let code: i64 = redis::cmd("SECKILL.TRY")
-                        .arg(&cluster_key)
-                        .arg(format!("late:{c}:{i}"))
-                        .query(con)
-                        .unwrap();
-                    assert_eq!(code, -1);
-                },
+                &cluster_key,
+                "late",
+                Some(-1),
             );
             r.cluster_key_sold_out_usec = server_time(&masters).1;
             rounds.push(r);
