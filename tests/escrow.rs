@@ -583,3 +583,63 @@ fn the_event_stream_gets_one_entry_per_lend_and_absorb() {
     assert_eq!(common::info_counter(&mut con, "lends"), 2);
     assert_eq!(common::info_counter(&mut con, "absorbs"), 1);
 }
+
+/// A partition's seal (and what it is a partition of) reach the replica and come back from the
+/// AOF, its rewrite and the RDB: a restarted server still answers -1, not -5.
+#[test]
+fn a_sealed_partition_is_kept_by_the_replica_the_aof_and_the_rdb() {
+    let mut master = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let replica = Server::start();
+    replicate(&replica, &master);
+    let mut con = master.con();
+    for (key, stock, index) in [("{p/0}", "1", "0"), ("{p/1}", "0", "1")] {
+        ok(
+            &mut con,
+            &[
+                "SECKILL.INIT",
+                key,
+                stock,
+                "PARTITION",
+                index,
+                "PARTITIONS",
+                "2",
+                "MANIFEST",
+                "sale:p",
+            ],
+        );
+    }
+    assert_eq!(int(&mut con, &["SECKILL.TRY", "{p/0}", "u"]), 0);
+    assert_eq!(int(&mut con, &["SECKILL.TRY", "{p/0}", "v"]), -5);
+    assert_eq!(int(&mut con, &["SECKILL.SEAL", "{p/0}", "3600000"]), 1);
+    assert_eq!(int(&mut con, &["SECKILL.TRY", "{p/0}", "v"]), -1);
+    wait_replicas(&mut con, 1);
+    let keys = ["{p/0}", "{p/1}"];
+    let on_master: Vec<Vec<u8>> = keys.iter().map(|k| dump(&mut con, k)).collect();
+    let mut on_replica = replica.con();
+    for (key, bytes) in keys.iter().zip(&on_master) {
+        assert_eq!(&dump(&mut on_replica, key), bytes, "replica {key}");
+    }
+    assert_eq!(info(&mut on_replica, "{p/0}")["sealed"], 1);
+    master.kill_and_restart();
+    let mut con = master.con();
+    for (key, bytes) in keys.iter().zip(&on_master) {
+        assert_eq!(&dump(&mut con, key), bytes, "AOF replay {key}");
+    }
+    rewrite_aof(&mut con);
+    master.kill_and_restart();
+    let mut con = master.con();
+    for (key, bytes) in keys.iter().zip(&on_master) {
+        assert_eq!(&dump(&mut con, key), bytes, "rewritten AOF {key}");
+    }
+    ok(&mut con, &["DEBUG", "RELOAD"]);
+    assert_eq!(dump(&mut con, "{p/0}"), on_master[0], "RDB");
+    let fields = info(&mut con, "{p/0}");
+    assert_eq!(
+        (fields["sealed"], fields["partition"], fields["partitions"]),
+        (1, 0, 2)
+    );
+    assert_eq!(int(&mut con, &["SECKILL.TRY", "{p/0}", "v"]), -1);
+    // The seal lifts when stock comes back.
+    assert_eq!(int(&mut con, &["SECKILL.CANCEL", "{p/0}", "u"]), 1);
+    assert_eq!(info(&mut con, "{p/0}")["sealed"], 0);
+}
