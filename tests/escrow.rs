@@ -612,6 +612,9 @@ fn a_sealed_partition_is_kept_by_the_replica_the_aof_and_the_rdb() {
     assert_eq!(int(&mut con, &["SECKILL.TRY", "{p/0}", "v"]), -5);
     assert_eq!(int(&mut con, &["SECKILL.SEAL", "{p/0}", "3600000"]), 1);
     assert_eq!(int(&mut con, &["SECKILL.TRY", "{p/0}", "v"]), -1);
+    assert_eq!(common::info_counter(&mut con, "drained_rejections"), 1);
+    assert_eq!(common::info_counter(&mut con, "seals"), 1);
+    assert_eq!(common::info_counter(&mut con, "sold_out_rejections"), 1);
     wait_replicas(&mut con, 1);
     let keys = ["{p/0}", "{p/1}"];
     let on_master: Vec<Vec<u8>> = keys.iter().map(|k| dump(&mut con, k)).collect();
