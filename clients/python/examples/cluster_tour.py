@@ -2,6 +2,7 @@
     .venv/bin/python clients/python/examples/cluster_tour.py [host:port]
 """
 
+import random
 import sys
 import threading
 from collections import Counter
@@ -23,6 +24,7 @@ def main(cluster) -> dict:
     hot = [u for u in (f"user:{n}" for n in range(100_000)) if partition_of(u, 16) < 2][:1050]
     cold = [u for u in (f"user:{n}" for n in range(100_000)) if partition_of(u, 16) >= 2][:450]
     attempts = [u for u in hot + cold for _ in range(3)]
+    random.Random(1).shuffle(attempts)  # hot and cold buyers arrive mixed
     replies = Counter()
 
     def buy(chunk):
