@@ -867,7 +867,7 @@ mod cluster {
     use common::Server;
     use redis::ConnectionLike;
     use redis::cluster::ClusterClient;
-    use seckill_client::{PartitionedSale, SaleSpec, TryReply};
+    use seckill_client::{PartitionedSale, SaleSpec, TryReply, partition_of};
     use std::fmt::Write as _;
     use std::process::Command;
     use std::sync::{Arc, Barrier};
@@ -994,6 +994,8 @@ mod cluster {
         partitioned_sold_out_usec: f64,
         cluster_key_sold_out: f64,
         cluster_key_sold_out_usec: f64,
+        spread_sold_out: f64,
+        spread_sold_out_usec: f64,
         sold_out_borrows: u64,
     }
 
@@ -1106,6 +1108,35 @@ mod cluster {
                 Some(-1),
             );
             r.cluster_key_sold_out_usec = server_time(&masters).1;
+            // 16 plain sold-out sale keys named and spread as the partitions are, each user on
+            // its hash's key, raw TRY: what spreading costs without the partition logic.
+            let spread: Vec<String> = (0..PARTITIONS)
+                .map(|i| format!("{{bench:spread:{round}/{i}}}"))
+                .collect();
+            for key in &spread {
+                let _: () = redis::cmd("SECKILL.INIT")
+                    .arg(key)
+                    .arg(0)
+                    .query(&mut connect())
+                    .unwrap();
+            }
+            reset(&masters);
+            r.spread_sold_out = load(
+                cfg.clients,
+                sold_out_per_client,
+                connect,
+                move |con, c, i| {
+                    let user = format!("late:{c}:{i}");
+                    let key = &spread[partition_of(user.as_bytes(), PARTITIONS) as usize];
+                    let code: i64 = redis::cmd("SECKILL.TRY")
+                        .arg(key)
+                        .arg(&user)
+                        .query(con)
+                        .unwrap();
+                    assert_eq!(code, -1);
+                },
+            );
+            r.spread_sold_out_usec = server_time(&masters).1;
             rounds.push(r);
         }
         let m = |f: fn(&Round) -> f64| median(rounds.iter().map(f).collect());
@@ -1150,6 +1181,9 @@ mod cluster {
         let cluster_so = m(|r| r.cluster_key_sold_out);
         writeln!(md, "| one key in the cluster, cluster client: sold-out TRY | {cluster_so:.0} | {:.2}x | {:.2} | |",
             cluster_so / single_so, m(|r| r.cluster_key_sold_out_usec)).unwrap();
+        let spread_so = m(|r| r.spread_sold_out);
+        writeln!(md, "| {PARTITIONS} plain sold-out keys spread as the partitions, raw TRY | {spread_so:.0} | {:.2}x | {:.2} | |",
+            spread_so / single_so, m(|r| r.spread_sold_out_usec)).unwrap();
         writeln!(
             md,
             "| {PARTITIONS} partitions: sold-out try_buy | {part_so:.0} | {:.2}x | {:.2} | |",
