@@ -471,6 +471,33 @@ fn concurrent_buyers_and_a_shuttling_mover_keep_the_summed_identity() {
     assert_eq!(sold + remaining, 2 * STOCK, "no unit lost or created");
 }
 
+/// DUMPs `keys` on the master (whose replica has caught up) and checks that the replica, an
+/// AOF replay and a rewritten AOF hold them byte for byte; returns the dumps and a connection
+/// to the master restarted from the rewritten AOF.
+fn assert_replica_and_aof_reproduce(
+    master: &mut Server,
+    replica: &Server,
+    keys: &[&str],
+) -> (Vec<Vec<u8>>, redis::Connection) {
+    let on_master: Vec<Vec<u8>> = keys.iter().map(|k| dump(&mut master.con(), k)).collect();
+    let mut on_replica = replica.con();
+    for (key, bytes) in keys.iter().zip(&on_master) {
+        assert_eq!(&dump(&mut on_replica, key), bytes, "replica {key}");
+    }
+    master.kill_and_restart();
+    let mut con = master.con();
+    for (key, bytes) in keys.iter().zip(&on_master) {
+        assert_eq!(&dump(&mut con, key), bytes, "AOF replay {key}");
+    }
+    rewrite_aof(&mut con);
+    master.kill_and_restart();
+    let mut con = master.con();
+    for (key, bytes) in keys.iter().zip(&on_master) {
+        assert_eq!(&dump(&mut con, key), bytes, "rewritten AOF {key}");
+    }
+    (on_master, con)
+}
+
 #[test]
 fn a_replica_and_an_aof_replay_reproduce_both_keys_byte_for_byte() {
     let mut master = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
@@ -519,25 +546,9 @@ fn a_replica_and_an_aof_replay_reproduce_both_keys_byte_for_byte() {
         &["SECKILL.ABSORB", "{s}", "back", "2", "FROM", "{t}"],
     );
     wait_replicas(&mut con, 1);
-    let keys = ["{s}", "{t}", "{s}:ev"];
-    let on_master: Vec<Vec<u8>> = keys.iter().map(|k| dump(&mut con, k)).collect();
-    let mut on_replica = replica.con();
-    for (key, bytes) in keys.iter().zip(&on_master) {
-        assert_eq!(&dump(&mut on_replica, key), bytes, "replica {key}");
-    }
-    assert_eq!(transfers(&mut on_replica, "{s}").len(), 1);
-
-    master.kill_and_restart();
-    let mut con = master.con();
-    for (key, bytes) in keys.iter().zip(&on_master) {
-        assert_eq!(&dump(&mut con, key), bytes, "AOF replay {key}");
-    }
-    rewrite_aof(&mut con);
-    master.kill_and_restart();
-    let mut con = master.con();
-    for (key, bytes) in keys.iter().zip(&on_master) {
-        assert_eq!(&dump(&mut con, key), bytes, "rewritten AOF {key}");
-    }
+    assert_eq!(transfers(&mut replica.con(), "{s}").len(), 1);
+    let (_, mut con) =
+        assert_replica_and_aof_reproduce(&mut master, &replica, &["{s}", "{t}", "{s}:ev"]);
     assert_identity(&mut con, "{s}");
     assert_identity(&mut con, "{t}");
 }
@@ -616,24 +627,9 @@ fn a_sealed_partition_is_kept_by_the_replica_the_aof_and_the_rdb() {
     assert_eq!(common::info_counter(&mut con, "seals"), 1);
     assert_eq!(common::info_counter(&mut con, "sold_out_rejections"), 1);
     wait_replicas(&mut con, 1);
-    let keys = ["{p/0}", "{p/1}"];
-    let on_master: Vec<Vec<u8>> = keys.iter().map(|k| dump(&mut con, k)).collect();
-    let mut on_replica = replica.con();
-    for (key, bytes) in keys.iter().zip(&on_master) {
-        assert_eq!(&dump(&mut on_replica, key), bytes, "replica {key}");
-    }
-    assert_eq!(info(&mut on_replica, "{p/0}")["sealed"], 1);
-    master.kill_and_restart();
-    let mut con = master.con();
-    for (key, bytes) in keys.iter().zip(&on_master) {
-        assert_eq!(&dump(&mut con, key), bytes, "AOF replay {key}");
-    }
-    rewrite_aof(&mut con);
-    master.kill_and_restart();
-    let mut con = master.con();
-    for (key, bytes) in keys.iter().zip(&on_master) {
-        assert_eq!(&dump(&mut con, key), bytes, "rewritten AOF {key}");
-    }
+    assert_eq!(info(&mut replica.con(), "{p/0}")["sealed"], 1);
+    let (on_master, mut con) =
+        assert_replica_and_aof_reproduce(&mut master, &replica, &["{p/0}", "{p/1}"]);
     ok(&mut con, &["DEBUG", "RELOAD"]);
     assert_eq!(dump(&mut con, "{p/0}"), on_master[0], "RDB");
     let fields = info(&mut con, "{p/0}");
