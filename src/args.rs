@@ -246,7 +246,6 @@ pub fn restock(rest: &[&[u8]]) -> ArgResult<u64> {
 /// Buyers a BUYERS call returns when COUNT is not given, as SCAN.
 pub const DEFAULT_SCAN_COUNT: u64 = 10;
 
-/// `SECKILL.BUYERS key cursor [COUNT n]`
 /// `SECKILL.SEAL key ms`
 pub fn seal(rest: &[&[u8]]) -> ArgResult<u64> {
     match rest {
@@ -255,6 +254,7 @@ pub fn seal(rest: &[&[u8]]) -> ArgResult<u64> {
     }
 }
 
+/// `SECKILL.BUYERS key cursor [COUNT n]`
 pub fn buyers(rest: &[&[u8]]) -> ArgResult<(u64, u64)> {
     let (cursor, options_rest) = rest.split_first().ok_or(ArgError::Arity)?;
     let cursor = integer(cursor, "cursor", 0, u64::MAX)
