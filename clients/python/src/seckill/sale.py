@@ -369,40 +369,37 @@ class PartitionedSale:
         the units left in that partition (>= 0), or SOLD_OUT, OVER_LIMIT, NOT_STARTED,
         ENDED. A drained partition borrows units from the others and tries again; when none
         has any, it is sealed and later buyers there are refused in one round trip."""
-        partition = self.partition_of(user)
-        self._count("tries")
-        borrows = 0
-        while True:
-            code = int(_call(self.client, "SECKILL.TRY", self.keys[partition], user, qty))
-            if code != _DRAINED:
-                return code
-            if borrows == 0:
-                self._count("borrowing_tries")
-            borrows += 1
-            if borrows > _MAX_BORROWS:
-                raise ContendedError(f"borrowed stock {_MAX_BORROWS} times for {user!r}")
-            if not self._borrow(partition, qty):
-                return SOLD_OUT
+
+        def attempt(key):
+            return int(_call(self.client, "SECKILL.TRY", key, user, qty)), None
+
+        return self._buy(user, qty, attempt)[0]
 
     def try_buy_acked(self, user: User, qty: int = 1, replicas: int = 1, timeout_ms: int = 1_000):
         """``try_buy``, each TRY pipelined with ``WAIT replicas timeout_ms`` on one connection to
         the partition's master; replies ``(code, acked)``: acked is how many replicas had the
         purchase before the timeout. A purchase acknowledged by a replica survives the failover
         to it (see the README's "Acknowledged" section)."""
+        return self._buy(user, qty, lambda key: self._try_and_wait(key, user, qty, replicas, timeout_ms))
+
+    def _buy(self, user: User, qty: int, attempt):
+        """The purchase loop: ``attempt(key)`` replies ``(code, extra)``; a drained partition
+        borrows and attempts again. Replies the last ``(code, extra)``, SOLD_OUT as the code
+        when no partition had the units."""
         partition = self.partition_of(user)
         self._count("tries")
         borrows = 0
         while True:
-            code, acked = self._try_and_wait(self.keys[partition], user, qty, replicas, timeout_ms)
+            code, extra = attempt(self.keys[partition])
             if code != _DRAINED:
-                return code, acked
+                return code, extra
             if borrows == 0:
                 self._count("borrowing_tries")
             borrows += 1
             if borrows > _MAX_BORROWS:
                 raise ContendedError(f"borrowed stock {_MAX_BORROWS} times for {user!r}")
             if not self._borrow(partition, qty):
-                return SOLD_OUT, acked
+                return SOLD_OUT, extra
 
     def _try_and_wait(self, key: str, user: User, qty: int, replicas: int, timeout_ms: int):
         # WAIT counts the writes of its own connection: one pipeline, one connection, to the
@@ -432,14 +429,15 @@ class PartitionedSale:
         """Looks for ``qty`` units for ``partition`` in the others: True when it may have them
         now, False when no partition had any at one instant."""
         lock = self._borrowing[partition]
-        if not lock.acquire(blocking=False):
+        waited = not lock.acquire(blocking=False)
+        if waited:
             lock.acquire()
-            # Another buyer of this partition just borrowed, or sealed it: look first.
-            info = self._partition_info(partition)
-            if info.remaining >= qty or info.sealed:
-                lock.release()
-                return info.remaining >= qty
         try:
+            if waited:
+                # Another buyer of this partition just borrowed, or sealed it: look first.
+                info = self._partition_info(partition)
+                if info.remaining >= qty or info.sealed:
+                    return info.remaining >= qty
             for _ in range(64):
                 first = self.partition_infos()
                 if first[partition].remaining >= qty:
