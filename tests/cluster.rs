@@ -287,18 +287,42 @@ fn assert_sold_out_exactly(
     }
 }
 
-fn create_sale(con: &mut ClusterConnection, name: &str) -> Arc<PartitionedSale> {
-    let spec = SaleSpec::new(STOCK, PARTITIONS).limit(LIMIT);
-    Arc::new(PartitionedSale::create(con, name, &spec).unwrap())
+/// What every case starts from: a fresh cluster of 3 masters (`replicas` replicas each), the
+/// sale `name` on it, and the skewed users who will buy.
+struct ClusterSale {
+    nodes: Vec<Server>,
+    urls: Vec<String>,
+    con: ClusterConnection,
+    sale: Arc<PartitionedSale>,
+    users: Vec<String>,
+}
+
+impl ClusterSale {
+    fn start(replicas: usize, name: &str) -> ClusterSale {
+        let nodes = start_cluster_with_replicas(3, replicas, &[]);
+        let urls = urls(&nodes);
+        let mut con = cluster_con(&urls);
+        let spec = SaleSpec::new(STOCK, PARTITIONS).limit(LIMIT);
+        let sale = Arc::new(PartitionedSale::create(&mut con, name, &spec).unwrap());
+        ClusterSale {
+            nodes,
+            urls,
+            con,
+            sale,
+            users: skewed_users(USERS, 0.7),
+        }
+    }
 }
 
 #[test]
 fn skewed_demand_sells_out_exactly_across_partitions() {
-    let nodes = start_cluster_with_replicas(3, 0, &[]);
-    let urls = urls(&nodes);
-    let mut con = cluster_con(&urls);
-    let sale = create_sale(&mut con, "sale:skew");
-    let users = skewed_users(USERS, 0.7);
+    let ClusterSale {
+        nodes: _nodes,
+        urls,
+        mut con,
+        sale,
+        users,
+    } = ClusterSale::start(0, "sale:skew");
     let run = run_buyers(&sale, &urls, &users, |_| {});
     assert_sold_out_exactly(&sale, &mut con, &run, 0);
     let stats = sale.stats();
@@ -328,17 +352,19 @@ fn skewed_demand_sells_out_exactly_across_partitions() {
 
 #[test]
 fn sells_out_exactly_while_two_masters_join_and_the_cluster_rebalances() {
-    let nodes = start_cluster_with_replicas(3, 0, &[]);
-    let mut urls = urls(&nodes);
-    let mut con = cluster_con(&urls);
-    let sale = create_sale(&mut con, "sale:grow");
+    let ClusterSale {
+        nodes,
+        mut urls,
+        mut con,
+        sale,
+        users,
+    } = ClusterSale::start(0, "sale:grow");
     let owner_before: Vec<String> = sale
         .partition_keys()
         .iter()
         .map(|k| owner_of(&urls, k))
         .collect();
     let joined: Vec<Server> = (0..2).map(|_| start_cluster_node(&[])).collect();
-    let users = skewed_users(USERS, 0.7);
     let all_urls: Vec<String> = urls
         .iter()
         .cloned()
@@ -420,11 +446,13 @@ fn sells_out_exactly_while_two_masters_join_and_the_cluster_rebalances() {
 
 #[test]
 fn sells_out_exactly_through_a_cluster_failover() {
-    let nodes = start_cluster_with_replicas(3, 1, &[]);
-    let urls = urls(&nodes);
-    let mut con = cluster_con(&urls);
-    let sale = create_sale(&mut con, "sale:failover");
-    let users = skewed_users(USERS, 0.7);
+    let ClusterSale {
+        nodes: _nodes,
+        urls,
+        mut con,
+        sale,
+        users,
+    } = ClusterSale::start(1, "sale:failover");
     // The master that serves the first hot partition hands over to its replica.
     let hot_master = owner_of(&urls, &sale.partition_keys()[0]);
     let replica = replica_of(&urls, &hot_master);
@@ -461,12 +489,14 @@ fn sells_out_exactly_through_a_cluster_failover() {
 
 #[test]
 fn a_mover_that_died_between_lend_and_absorb_is_finished_by_the_buyers() {
-    let nodes = start_cluster_with_replicas(3, 0, &[]);
-    let urls = urls(&nodes);
-    let mut con = cluster_con(&urls);
-    let sale = create_sale(&mut con, "sale:mover");
+    let ClusterSale {
+        nodes: _nodes,
+        urls,
+        mut con,
+        sale,
+        users,
+    } = ClusterSale::start(0, "sale:mover");
     let keys = sale.partition_keys().to_vec();
-    let users = skewed_users(USERS, 0.7);
     let run = run_buyers(&sale, &urls, &users, |progress| {
         wait_until(Duration::from_secs(60), "first purchases", || {
             progress.load(Ordering::Relaxed) > 1_000
