@@ -957,21 +957,34 @@ mod cluster {
         (clients * per_client) as f64 / start.elapsed().as_secs_f64()
     }
 
-    /// [`load`] of plain `SECKILL.TRY key <prefix>:<client>:<i>` calls, each replying `expect`
-    /// when given.
+    /// A sale of `stock` units at each of `keys`.
+    fn init_sales(con: &mut impl ConnectionLike, keys: &[String], stock: u64) {
+        for key in keys {
+            let _: () = redis::cmd("SECKILL.INIT")
+                .arg(key)
+                .arg(stock)
+                .query(con)
+                .unwrap();
+        }
+    }
+
+    /// [`load`] of plain `SECKILL.TRY` calls by users `<prefix>:<client>:<i>`, each on the key
+    /// its id hashes to among `keys` (as a partition is chosen; the one key when there is one),
+    /// each replying `expect` when given.
     fn raw_tries<C: ConnectionLike + Send + 'static>(
         clients: usize,
         per_client: usize,
         connect: impl Fn() -> C,
-        key: &str,
+        keys: Vec<String>,
         prefix: &'static str,
         expect: Option<i64>,
     ) -> f64 {
-        let key = key.to_string();
         load(clients, per_client, connect, move |con, c, i| {
+            let user = format!("{prefix}:{c}:{i}");
+            let key = &keys[partition_of(user.as_bytes(), keys.len() as u32) as usize];
             let code: i64 = redis::cmd("SECKILL.TRY")
-                .arg(&key)
-                .arg(format!("{prefix}:{c}:{i}"))
+                .arg(key)
+                .arg(&user)
                 .query(con)
                 .unwrap();
             if let Some(want) = expect {
@@ -1030,14 +1043,17 @@ mod cluster {
         for round in 0..super::REPEATS {
             let mut r = Round::default();
             // One sale key on one server.
-            let key = format!("bench:one:{round}");
-            let _: () = redis::cmd("SECKILL.INIT")
-                .arg(&key)
-                .arg(stock)
-                .query(&mut single.con())
-                .unwrap();
+            let key = vec![format!("bench:one:{round}")];
+            init_sales(&mut single.con(), &key, stock);
             reset(&[&single]);
-            r.single = raw_tries(cfg.clients, per_client, || single.con(), &key, "u", None);
+            r.single = raw_tries(
+                cfg.clients,
+                per_client,
+                || single.con(),
+                key.clone(),
+                "u",
+                None,
+            );
             r.single_usec = server_time(&[&single]).1;
             // The same over 16 partitions of a 3-master cluster.
             let connect = || {
@@ -1067,7 +1083,7 @@ mod cluster {
                 cfg.clients,
                 sold_out_per_client,
                 || single.con(),
-                &key,
+                key,
                 "late",
                 Some(-1),
             );
@@ -1092,18 +1108,14 @@ mod cluster {
             r.sold_out_borrows = late.stats().borrowing_tries;
             // One sold-out sale key in the cluster, through the same cluster client: what a
             // sold-out reply costs there without partitions.
-            let cluster_key = format!("bench:cluster-key:{round}");
-            let _: () = redis::cmd("SECKILL.INIT")
-                .arg(&cluster_key)
-                .arg(0)
-                .query(&mut connect())
-                .unwrap();
+            let cluster_key = vec![format!("bench:cluster-key:{round}")];
+            init_sales(&mut connect(), &cluster_key, 0);
             reset(&masters);
             r.cluster_key_sold_out = raw_tries(
                 cfg.clients,
                 sold_out_per_client,
                 connect,
-                &cluster_key,
+                cluster_key,
                 "late",
                 Some(-1),
             );
@@ -1113,28 +1125,15 @@ mod cluster {
             let spread: Vec<String> = (0..PARTITIONS)
                 .map(|i| format!("{{bench:spread:{round}/{i}}}"))
                 .collect();
-            for key in &spread {
-                let _: () = redis::cmd("SECKILL.INIT")
-                    .arg(key)
-                    .arg(0)
-                    .query(&mut connect())
-                    .unwrap();
-            }
+            init_sales(&mut connect(), &spread, 0);
             reset(&masters);
-            r.spread_sold_out = load(
+            r.spread_sold_out = raw_tries(
                 cfg.clients,
                 sold_out_per_client,
                 connect,
-                move |con, c, i| {
-                    let user = format!("late:{c}:{i}");
-                    let key = &spread[partition_of(user.as_bytes(), PARTITIONS) as usize];
-                    let code: i64 = redis::cmd("SECKILL.TRY")
-                        .arg(key)
-                        .arg(&user)
-                        .query(con)
-                        .unwrap();
-                    assert_eq!(code, -1);
-                },
+                spread,
+                "late",
+                Some(-1),
             );
             r.spread_sold_out_usec = server_time(&masters).1;
             rounds.push(r);
