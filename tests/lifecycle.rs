@@ -4,8 +4,8 @@
 mod common;
 
 use common::{
-    Server, StreamsReply, dump, error, field, fields, info_counter, int, next_event, ok,
-    parse_entries, replicate, rewrite_aof, server_now_ms, stream, wait_replicas, wait_until,
+    Server, StreamsReply, command_calls, dump, error, field, fields, info_counter, int, next_event,
+    ok, parse_entries, replicate, rewrite_aof, server_now_ms, stream, wait_replicas, wait_until,
 };
 use redis::Value;
 use std::collections::{HashMap, HashSet};
@@ -645,6 +645,71 @@ fn a_replica_and_an_aof_replay_match_the_master_byte_for_byte() {
     let mut con = master.con();
     assert_eq!(dump(&mut con, "{s}"), sale, "rewritten AOF sale");
     assert_eq!(stream(&mut con, "{s}:ev"), events, "rewritten AOF stream");
+}
+
+#[test]
+fn changes_in_the_same_ms_replicate_bare_and_replay_at_the_masters_clock() {
+    let mut master = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let replica = Server::start();
+    replicate(&replica, &master);
+    let mut con = master.con();
+    let end = (server_now_ms(&mut con) + 3_600_000).to_string();
+    ok(
+        &mut con,
+        &[
+            "SECKILL.INIT",
+            "s",
+            "2000",
+            "LIMIT",
+            "2",
+            "HOLD",
+            "600000",
+            "END",
+            &end,
+        ],
+    );
+    // Pipelined: hundreds of changes a ms, of every kind that depends on the clock.
+    let mut pipe = redis::pipe();
+    for i in 0..1000 {
+        let user = format!("u{i}");
+        pipe.cmd("SECKILL.TRY").arg("s").arg(&user).ignore();
+        pipe.cmd("SECKILL.TRY").arg("s").arg(&user).ignore();
+        if i % 2 == 0 {
+            pipe.cmd("SECKILL.CONFIRM").arg("s").arg(&user).ignore();
+        }
+        if i % 3 == 0 {
+            pipe.cmd("SECKILL.CANCEL")
+                .arg("s")
+                .arg(&user)
+                .arg(1)
+                .ignore();
+        }
+        if i % 100 == 0 {
+            pipe.cmd("SECKILL.RESTOCK").arg("s").arg(1).ignore();
+        }
+    }
+    let () = pipe.query(&mut con).unwrap();
+    wait_replicas(&mut con, 1);
+    let sale = dump(&mut con, "s");
+    let mut on_replica = replica.con();
+    assert_eq!(dump(&mut on_replica, "s"), sale, "replica");
+    let bare = command_calls(&mut on_replica, "seckill.try")
+        + command_calls(&mut on_replica, "seckill.confirm")
+        + command_calls(&mut on_replica, "seckill.cancel")
+        + command_calls(&mut on_replica, "seckill.restock");
+    let with_clock = command_calls(&mut on_replica, "seckill._replay");
+    assert_eq!(bare + with_clock, 2000 + 500 + 334 + 10, "one per change");
+    assert!(
+        bare > with_clock,
+        "most changes share the ms of the one before: {bare} bare, {with_clock} with a clock"
+    );
+
+    master.kill_and_restart();
+    let mut con = master.con();
+    assert_eq!(dump(&mut con, "s"), sale, "AOF replay");
+    rewrite_aof(&mut con);
+    master.kill_and_restart();
+    assert_eq!(dump(&mut master.con(), "s"), sale, "rewritten AOF");
 }
 
 #[test]

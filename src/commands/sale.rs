@@ -400,6 +400,15 @@ fn on_expiry_timer(ctx: &Context, fired: Fired) {
     });
 }
 
+/// Whether a change to this sale depends on the clock (hold deadlines and expiries, the
+/// window, stream entry IDs), so that a replica must replay it at its master's clock.
+fn is_clocked(config: &SaleConfig) -> bool {
+    config.hold_ms.is_some()
+        || config.start_ms.is_some()
+        || config.end_ms.is_some()
+        || config.events.is_some()
+}
+
 /// Parses and applies one change at `now_ms`, then publishes what changed (counters,
 /// notifications, stream entries), replicates it and arms the expiry timer.
 fn mutate(
@@ -418,6 +427,19 @@ fn mutate(
     let key = ctx.open_key_writable(key_name);
     let entry = writable_value::<SaleEntry>(&key, &SALE_TYPE)?.ok_or_else(no_sale)?;
     let config = entry.sale.config();
+    let clocked = is_clocked(config);
+    // The bare command from a master or the AOF: it ran there at the clock this sale
+    // replicated last (see below), which the copy here holds too.
+    let now_ms = if clocked
+        && origin == Origin::Client
+        && ctx
+            .get_flags()
+            .intersects(ContextFlags::REPLICATED | ContextFlags::LOADING)
+    {
+        entry.sale.totals().replay_clock_ms
+    } else {
+        now_ms
+    };
     // A replay of the old form writes no entries: its master's XADDs follow it.
     let writes_entries = config.events.is_some() && !matches!(replayed, Some(None));
     let stream = match &config.events {
@@ -426,6 +448,9 @@ fn mutate(
     };
     let mut replayed_ids = replayed.flatten().map(|entries| entries.ids());
     let reply = apply(&mut entry.sale, &op, now_ms)?;
+    if replayed.is_some() {
+        entry.sale.set_replay_clock(now_ms);
+    }
     let sale = &entry.sale;
     if sale.changed() {
         let holds = sale.config().hold_ms.is_some();
@@ -471,20 +496,20 @@ fn mutate(
                 }
             }
         }
-        let config = sale.config();
-        // Without HOLD or a window the outcome depends on the sale alone, and without a
-        // stream the command writes nothing else: the command itself then replays exactly,
-        // and replicating it verbatim takes a third less of TRY's time than building the
-        // _REPLAY form.
+        // Without HOLD, a window or a stream the outcome depends on the sale alone: the
+        // command itself then replays exactly, and replicating it verbatim takes a third less
+        // of TRY's time than building the _REPLAY form. With HOLD or a window the outcome
+        // also depends on the clock; the first change of each ms replicates with it, as
+        // _REPLAY, and the sale keeps that clock: the others of that ms replay verbatim at
+        // it (a busy sale makes hundreds of changes a ms). A stream's entries need the IDs
+        // and length the master chose, so its sale always replicates them with _REPLAY.
         // LEND and SEAL record the clock (the transfer's start, the seal's end), so they
         // always replay with it. A partition's seal only changes TRY's refusal (-1 or -5),
         // never the state, so its TRY stays self-contained.
-        let self_contained = config.hold_ms.is_none()
-            && config.start_ms.is_none()
-            && config.end_ms.is_none()
-            && config.events.is_none()
-            && !matches!(op, Op::Lend(_) | Op::Seal { .. });
-        if replayed.is_some() || (self_contained && origin == Origin::Client) {
+        let replays_verbatim = stream.is_none()
+            && !matches!(op, Op::Lend(_) | Op::Seal { .. })
+            && (!clocked || now_ms == sale.totals().replay_clock_ms);
+        if replayed.is_some() || (replays_verbatim && origin == Origin::Client) {
             ctx.replicate_verbatim();
         } else {
             // One command carries the change and its entries: no XADD beside it, so neither
@@ -511,6 +536,7 @@ fn mutate(
                 };
             }
             replicate_strings(ctx, c"SECKILL._REPLAY", argv.all());
+            entry.sale.set_replay_clock(now_ms);
         }
         entry.sale.clear_events();
     }

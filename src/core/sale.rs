@@ -184,6 +184,10 @@ pub struct SaleTotals {
     /// A partition found no stock anywhere in its sale: until then (unix ms) a purchase that
     /// finds it drained is sold out, not `Drained`. Stock coming back lifts it.
     pub sealed_until_ms: u64,
+    /// The clock (unix ms) of the last change replicated together with its clock. A change
+    /// made at this same ms may replicate as the bare command: the replica, whose copy of the
+    /// sale holds the same value, replays it at this clock.
+    pub replay_clock_ms: u64,
 }
 
 #[derive(Clone)]
@@ -683,6 +687,12 @@ impl Sale {
         );
         self.record(EventKind::Absorb, None, units, 0);
         Ok(true)
+    }
+
+    /// Records that a change made at `now_ms` replicated with its clock (see
+    /// [`SaleTotals::replay_clock_ms`]).
+    pub fn set_replay_clock(&mut self, now_ms: u64) {
+        self.totals.replay_clock_ms = now_ms;
     }
 
     fn is_sealed(&self, now_ms: u64) -> bool {

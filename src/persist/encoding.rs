@@ -10,7 +10,7 @@ use crate::core::escrow::{Ledger, Leg, Transfer};
 use crate::core::lock::{Holder, Lock};
 use crate::core::sale::{Partition, Sale, SaleConfig, SaleTotals};
 
-pub const SALE_VERSION: u32 = 5;
+pub const SALE_VERSION: u32 = 6;
 pub const LOCK_VERSION: u32 = 1;
 
 #[derive(Debug, PartialEq, Eq)]
@@ -54,8 +54,8 @@ fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
-/// v5: `stock limit hold_ms start_ms end_ms events events_maxlen manifest partition partitions
-/// sealed_until seed restocked refunded orders lent absorbed
+/// v6: `stock limit hold_ms start_ms end_ms events events_maxlen manifest partition partitions
+/// sealed_until replay_clock seed restocked refunded orders lent absorbed
 /// transfer_count (id kind units [peer started_ms])* count (user final held expires_at
 /// order)*`; integers are varints, `events`, `seed`, ids and peers are length-prefixed bytes,
 /// and 0 or empty means "not set". A transfer's kind is 0 (lent, pending: peer and start
@@ -84,6 +84,7 @@ pub fn encode_sale(sale: &Sale) -> Vec<u8> {
     put_varint(&mut out, partition.map_or(0, |p| p.index));
     put_varint(&mut out, partition.map_or(0, |p| p.count));
     put_varint(&mut out, totals.sealed_until_ms);
+    put_varint(&mut out, totals.replay_clock_ms);
     put_bytes(&mut out, &totals.seed);
     for value in [
         totals.restocked,
@@ -132,7 +133,7 @@ pub fn decode_sale(bytes: &[u8], version: u32) -> Decoded<Sale> {
     let mut reader = Reader { bytes, pos: 0 };
     match version {
         1 => decode_sale_v1(&mut reader),
-        2..=5 => decode_sale_v2_to_v5(&mut reader, version),
+        2..=6 => decode_sale_v2_to_v6(&mut reader, version),
         _ => Err(DecodeError("unknown sale encoding version")),
     }
 }
@@ -252,8 +253,9 @@ fn decode_sale_v1(reader: &mut Reader) -> Decoded<Sale> {
 }
 
 /// v3 is v2 with the transfer ledger between the totals and the buyers; v4 is v3 with the
-/// stream's MAXLEN after its name; v5 is v4 with the partition and its seal after MAXLEN.
-fn decode_sale_v2_to_v5(reader: &mut Reader, version: u32) -> Decoded<Sale> {
+/// stream's MAXLEN after its name; v5 is v4 with the partition and its seal after MAXLEN; v6
+/// is v5 with the replay clock after the seal.
+fn decode_sale_v2_to_v6(reader: &mut Reader, version: u32) -> Decoded<Sale> {
     let optional = |value: u64| (value != 0).then_some(value);
     let stock = reader.varint()?;
     let limit = reader.varint()?;
@@ -279,6 +281,7 @@ fn decode_sale_v2_to_v5(reader: &mut Reader, version: u32) -> Decoded<Sale> {
     } else {
         (None, 0)
     };
+    let replay_clock_ms = if version >= 6 { reader.varint()? } else { 0 };
     let seed = reader
         .bytes()?
         .try_into()
@@ -289,6 +292,7 @@ fn decode_sale_v2_to_v5(reader: &mut Reader, version: u32) -> Decoded<Sale> {
         refunded: reader.varint()?,
         orders: reader.varint()?,
         sealed_until_ms,
+        replay_clock_ms,
     };
     let ledger = if version >= 3 {
         decode_ledger(reader)?
@@ -464,6 +468,13 @@ mod tests {
         sale
     }
 
+    /// The sale stored in `tests/fixtures/sale-v6.bin`: the v5 fixture's with a replay clock.
+    fn fixture_sale_v6() -> Sale {
+        let mut sale = fixture_sale_v5();
+        sale.set_replay_clock(T0 + 8);
+        sale
+    }
+
     fn with_transfers(mut sale: Sale) -> Sale {
         assert_eq!(sale.lend(b"t-pending", 4, b"{s}:p2", T0 + 4), Ok(4));
         assert_eq!(sale.lend(b"t-settled", 2, b"{s}:p3", T0 + 5), Ok(2));
@@ -559,8 +570,18 @@ mod tests {
         assert!(sale.summary(T0 + 5_007).sealed);
         assert!(!sale.summary(T0 + 5_008).sealed, "the seal lapses");
         assert_eq!(sale.summary(T0 + 10), fixture_sale_v5().summary(T0 + 10));
-        assert_eq!(encode_sale(&sale), bytes, "v5 is the current sale encoding");
-        assert_eq!(encode_sale(&fixture_sale_v5()), bytes);
+        assert_eq!(sale.totals().replay_clock_ms, 0, "v5 had no replay clock");
+        assert_eq!(encode_sale(&sale), encode_sale(&fixture_sale_v5()));
+    }
+
+    #[test]
+    fn sale_v6_fixture_still_decodes() {
+        let bytes = fixture("sale-v6.bin");
+        let sale = decode_sale(&bytes, 6).unwrap();
+        assert_eq!(sale.totals().replay_clock_ms, T0 + 8);
+        assert_eq!(sale.summary(T0 + 10), fixture_sale_v6().summary(T0 + 10));
+        assert_eq!(encode_sale(&sale), bytes, "v6 is the current sale encoding");
+        assert_eq!(encode_sale(&fixture_sale_v6()), bytes);
     }
 
     #[test]
@@ -575,7 +596,7 @@ mod tests {
 
     #[test]
     fn round_trips() {
-        let sale = fixture_sale_v5();
+        let sale = fixture_sale_v6();
         let back = decode_sale(&encode_sale(&sale), SALE_VERSION).unwrap();
         assert_eq!(back.summary(T0), sale.summary(T0));
         assert_eq!(encode_sale(&back), encode_sale(&sale));
@@ -588,7 +609,7 @@ mod tests {
 
     #[test]
     fn every_truncation_and_unknown_version_is_an_error() {
-        let sale = encode_sale(&fixture_sale_v5());
+        let sale = encode_sale(&fixture_sale_v6());
         for cut in 0..sale.len() {
             assert!(
                 decode_sale(&sale[..cut], SALE_VERSION).is_err(),
@@ -607,11 +628,11 @@ mod tests {
         for cut in 0..lock.len() {
             assert!(decode_lock(&lock[..cut], 1).is_err(), "cut at {cut}");
         }
-        assert!(decode_sale(&sale, 6).is_err());
+        assert!(decode_sale(&sale, SALE_VERSION + 1).is_err());
         for older in 1..SALE_VERSION {
             assert!(
                 decode_sale(&sale, older).is_err(),
-                "v5 bytes are not v{older}"
+                "v{SALE_VERSION} bytes are not v{older}"
             );
         }
         assert!(decode_lock(&lock, 0).is_err());
@@ -690,7 +711,7 @@ mod tests {
         for (name, bytes) in [
             (
                 format!("sale-v{SALE_VERSION}.bin"),
-                encode_sale(&fixture_sale_v5()),
+                encode_sale(&fixture_sale_v6()),
             ),
             (
                 format!("lock-v{LOCK_VERSION}.bin"),

@@ -371,6 +371,20 @@ pub fn info_counter(con: &mut redis::Connection, name: &str) -> i64 {
         .expect("integer counter")
 }
 
+/// How many times `command` ran on the server, from `INFO commandstats` (0 if never).
+pub fn command_calls(con: &mut redis::Connection, command: &str) -> i64 {
+    let text: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(con)
+        .expect("INFO");
+    let prefix = format!("cmdstat_{}:calls=", command.to_lowercase());
+    text.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .map_or(0, |rest| {
+            rest.split(',').next().unwrap().parse().expect("calls")
+        })
+}
+
 /// Makes `replica` replicate `master` and waits until the link is up and in sync.
 pub fn replicate(replica: &Server, master: &Server) {
     let mut con = replica.con();
