@@ -12,7 +12,7 @@
 
 use super::buyers::{Buyers, Entry, Layout, Slot};
 use super::escrow::{Ledger, Leg, MAX_TRANSFER_ID, Pending, Transfer};
-use std::collections::BTreeSet;
+use std::collections::VecDeque;
 
 /// Largest stock, limit or quantity: Redis integers are signed 64-bit.
 pub const MAX_UNITS: u64 = i64::MAX as u64;
@@ -198,8 +198,11 @@ pub struct Sale {
     held: u64,
     sold: u64,
     buyers: Buyers,
-    /// Live holds by expiry.
-    holds: BTreeSet<(u64, Slot)>,
+    /// Every live hold's `(deadline, slot)`, in deadline order, plus stale ones: a confirm or
+    /// cancel leaves its hold's item behind, and an item counts only while its record still
+    /// holds units under that deadline (see [`Sale::is_live`]). Deadlines are `now + HOLD`,
+    /// so they come in order and a purchase appends one in O(1); the front is kept live.
+    holds: VecDeque<(u64, Slot)>,
     /// Stock moved to and from other sale keys.
     ledger: Ledger,
     /// Changes not yet taken by the command layer.
@@ -258,7 +261,7 @@ impl Sale {
             held: 0,
             sold: 0,
             buyers: Buyers::new(layout),
-            holds: BTreeSet::new(),
+            holds: VecDeque::new(),
             ledger: Ledger::default(),
             events: Vec::new(),
             changed: false,
@@ -287,6 +290,7 @@ impl Sale {
             .and_then(|added| added.checked_sub(sale.ledger.lent()))
             .ok_or(SaleError::Invalid("stock out of range"))?;
         let mut owned = 0u64;
+        let mut holds = Vec::new();
         sale.buyers.reserve(record_count, user_bytes);
         for (user, entry) in records {
             if user.is_empty() {
@@ -311,13 +315,15 @@ impl Sale {
                 .insert_new(user, &entry)
                 .ok_or(SaleError::Invalid("duplicate buyer"))?;
             if entry.held_qty > 0 {
-                sale.holds.insert((entry.expires_at_ms, slot));
+                holds.push((entry.expires_at_ms, slot));
             }
             sale.held += entry.held_qty;
             sale.sold += entry.final_qty;
         }
         sale.remaining = supply - owned;
         sale.buyers.shrink_to_fit();
+        holds.sort_unstable();
+        sale.holds = holds.into();
         Ok(sale)
     }
 
@@ -358,7 +364,34 @@ impl Sale {
 
     /// When the earliest live hold expires.
     pub fn next_expiry(&self) -> Option<u64> {
-        self.holds.first().map(|&(at, _)| at)
+        self.holds.front().map(|&(at, _)| at)
+    }
+
+    /// Whether the hold item `(at, slot)` still stands for units held until `at`.
+    fn is_live(&self, at: u64, slot: Slot) -> bool {
+        let entry = self.buyers.entry(slot).1;
+        entry.held_qty > 0 && entry.expires_at_ms == at
+    }
+
+    /// Queues a new hold's deadline. Deadlines arrive in order unless the clock went back;
+    /// then the item goes where its deadline belongs, still near the back for a small step.
+    fn queue_hold(&mut self, at: u64, slot: Slot) {
+        match self.holds.back() {
+            Some(&(last, _)) if last > at => {
+                let place = self.holds.partition_point(|&(queued, _)| queued <= at);
+                self.holds.insert(place, (at, slot));
+            }
+            _ => self.holds.push_back((at, slot)),
+        }
+    }
+
+    /// Drops the stale items at the front, so that the front is the next hold to expire.
+    fn drop_stale_holds(&mut self) {
+        while let Some(&(at, slot)) = self.holds.front()
+            && !self.is_live(at, slot)
+        {
+            self.holds.pop_front();
+        }
     }
 
     /// The UUID of order number `order`: version 8 (RFC 9562), derived from the sale's random
@@ -440,10 +473,15 @@ impl Sale {
         if self.has_ended(now_ms) {
             self.changed |= self.ledger.forget_finished();
         }
-        while let Some(&(at, slot)) = self.holds.first()
+        let mut popped = false;
+        while let Some(&(at, slot)) = self.holds.front()
             && at <= now_ms
         {
-            self.holds.pop_first();
+            self.holds.pop_front();
+            popped = true;
+            if !self.is_live(at, slot) {
+                continue;
+            }
             let (_, mut entry) = self.buyers.entry(slot);
             let qty = entry.held_qty;
             entry.held_qty = 0;
@@ -451,6 +489,9 @@ impl Sale {
             self.held -= qty;
             self.remaining += qty;
             self.record(EventKind::Expire, Some(slot), qty, entry.order);
+        }
+        if popped {
+            self.drop_stale_holds();
         }
     }
 
@@ -509,7 +550,7 @@ impl Sale {
             None => self.buyers.insert(user, &entry),
         };
         if opens_hold {
-            self.holds.insert((entry.expires_at_ms, slot));
+            self.queue_hold(entry.expires_at_ms, slot);
         }
         self.remaining -= qty;
         self.record(EventKind::Purchase, Some(slot), qty, entry.order);
@@ -534,11 +575,11 @@ impl Sale {
         if entry.held_qty == 0 {
             return Ok(false);
         }
-        self.holds.remove(&(entry.expires_at_ms, slot));
         let qty = entry.held_qty;
         entry.final_qty += qty;
         entry.held_qty = 0;
         self.buyers.set(slot, &entry);
+        self.drop_stale_holds();
         self.held -= qty;
         self.sold += qty;
         self.record(EventKind::Confirm, Some(slot), qty, entry.order);
@@ -564,12 +605,10 @@ impl Sale {
         }
         let from_hold = returned.min(entry.held_qty);
         let refunded = returned - from_hold;
-        if from_hold > 0 && from_hold == entry.held_qty {
-            self.holds.remove(&(entry.expires_at_ms, slot));
-        }
         entry.held_qty -= from_hold;
         entry.final_qty -= refunded;
         self.buyers.set(slot, &entry);
+        self.drop_stale_holds();
         self.held -= from_hold;
         self.sold -= refunded;
         self.totals.refunded += refunded;
@@ -753,7 +792,17 @@ impl Sale {
 
     pub fn summary(&self, now_ms: u64) -> SaleSummary {
         let (mut due_units, mut due_buyers) = (0, 0);
-        for &(_, slot) in self.holds.iter().take_while(|&&(at, _)| at <= now_ms) {
+        // A hold cancelled and opened again within one ms has two live items: count it once.
+        let mut due: Vec<Slot> = self
+            .holds
+            .iter()
+            .take_while(|&&(at, _)| at <= now_ms)
+            .filter(|&&(at, slot)| self.is_live(at, slot))
+            .map(|&(_, slot)| slot)
+            .collect();
+        due.sort_unstable();
+        due.dedup();
+        for slot in due {
             let entry = self.buyers.entry(slot).1;
             due_units += entry.held_qty;
             due_buyers += u64::from(entry.final_qty == 0);
@@ -813,10 +862,9 @@ impl Sale {
 
     /// Heap plus inline bytes, for MEMORY USAGE.
     pub fn memory_bytes(&self) -> usize {
-        // A BTreeSet entry costs about its 16 bytes plus node overhead.
         std::mem::size_of::<Sale>()
             + self.buyers.heap_bytes()
-            + self.holds.len() * 32
+            + crate::core::buyers::allocated(self.holds.capacity() * 16)
             + self.ledger.heap_bytes()
             + self.config.events.as_ref().map_or(0, Vec::capacity)
             + self.events.capacity() * std::mem::size_of::<SaleEvent>()
@@ -869,12 +917,31 @@ mod tests {
             sale.remaining + sale.held + sale.sold,
             sale.config.stock + sale.totals.restocked + sale.ledger.absorbed() - sale.ledger.lent()
         );
-        let holding = sale
+        let holding: Vec<Slot> = sale
             .buyers()
             .iter()
             .filter(|(_, _, e)| e.held_qty > 0)
-            .count();
-        assert_eq!(sale.holds.len(), holding);
+            .map(|(slot, _, _)| slot)
+            .collect();
+        let mut queued: Vec<Slot> = sale
+            .holds
+            .iter()
+            .filter(|&&(at, slot)| sale.is_live(at, slot))
+            .map(|&(_, slot)| slot)
+            .collect();
+        queued.sort_unstable();
+        queued.dedup();
+        assert_eq!(queued, holding, "every live hold is queued");
+        assert!(
+            sale.holds
+                .iter()
+                .zip(sale.holds.iter().skip(1))
+                .all(|(a, b)| a.0 <= b.0),
+            "in deadline order"
+        );
+        if let Some(&(at, slot)) = sale.holds.front() {
+            assert!(sale.is_live(at, slot), "the front is live");
+        }
     }
 
     fn kinds(sale: &Sale) -> Vec<(EventKind, u64, u64)> {
@@ -1204,6 +1271,76 @@ mod tests {
         let expired: Vec<u64> = sale.events().iter().map(|e| e.order).collect();
         assert_eq!(expired, vec![1, 2]);
         assert_eq!(sale.next_expiry(), Some(T0 + 120));
+        assert_invariants(&sale);
+    }
+
+    #[test]
+    fn confirmed_and_cancelled_holds_leave_the_next_expiry_on_a_live_hold() {
+        let mut sale = held(10, 2, 100);
+        for (i, user) in [b"a", b"b", b"c", b"d"].iter().enumerate() {
+            sale.try_buy(*user, 1, T0 + i as u64).unwrap();
+        }
+        // b's item goes stale in the middle, a's at the front.
+        assert!(sale.confirm(b"b", T0 + 10).unwrap());
+        assert_eq!(sale.next_expiry(), Some(T0 + 100));
+        assert_eq!(sale.cancel(b"a", None, T0 + 10).unwrap(), 1);
+        assert_eq!(
+            sale.next_expiry(),
+            Some(T0 + 102),
+            "past a's and b's stale items"
+        );
+        assert_invariants(&sale);
+        sale.clear_events();
+        sale.settle(T0 + 102);
+        assert_eq!(kinds(&sale), vec![(EventKind::Expire, 1, 8)]);
+        assert_eq!(sale.next_expiry(), Some(T0 + 103));
+        assert_invariants(&sale);
+    }
+
+    #[test]
+    fn a_hold_cancelled_and_opened_again_in_one_ms_counts_and_expires_once() {
+        let mut sale = held(10, 2, 100);
+        sale.try_buy(b"z", 1, T0).unwrap();
+        sale.try_buy(b"a", 2, T0).unwrap();
+        assert_eq!(sale.cancel(b"a", None, T0).unwrap(), 2);
+        sale.try_buy(b"a", 1, T0).unwrap();
+        assert_eq!(
+            sale.holds.len(),
+            3,
+            "a's stale item and its new one, same deadline"
+        );
+        assert_invariants(&sale);
+        let due = sale.summary(T0 + 100);
+        assert_eq!((due.remaining, due.held, due.buyers), (10, 0, 0));
+        sale.clear_events();
+        sale.settle(T0 + 100);
+        assert_eq!(
+            kinds(&sale),
+            vec![(EventKind::Expire, 1, 9), (EventKind::Expire, 1, 10)]
+        );
+        assert!(sale.holds.is_empty());
+        assert_eq!(sale.remaining(), 10);
+        assert_invariants(&sale);
+    }
+
+    #[test]
+    fn a_clock_that_goes_back_still_expires_holds_in_deadline_order() {
+        let mut sale = held(10, 1, 100);
+        sale.try_buy(b"a", 1, T0 + 50).unwrap();
+        sale.try_buy(b"b", 1, T0 + 60).unwrap();
+        sale.try_buy(b"c", 1, T0 + 55).unwrap();
+        sale.try_buy(b"d", 1, T0).unwrap();
+        assert_eq!(sale.next_expiry(), Some(T0 + 100));
+        assert_invariants(&sale);
+        sale.clear_events();
+        sale.settle(T0 + 155);
+        let users: Vec<&[u8]> = sale
+            .events()
+            .iter()
+            .map(|e| sale.buyers().entry(e.slot.unwrap()).0)
+            .collect();
+        assert_eq!(users, vec![&b"d"[..], b"a", b"c"]);
+        assert_eq!(sale.next_expiry(), Some(T0 + 160));
         assert_invariants(&sale);
     }
 
