@@ -647,69 +647,135 @@ fn a_replica_and_an_aof_replay_match_the_master_byte_for_byte() {
     assert_eq!(stream(&mut con, "{s}:ev"), events, "rewritten AOF stream");
 }
 
+/// Pipelined changes of every kind that depends on the clock on `key`, hundreds a ms; with
+/// `foreign_stream`, other writers add entries to it meanwhile, one with an ID far ahead.
+/// Returns how many changes it made.
+fn clocked_changes(con: &mut redis::Connection, key: &str, foreign_stream: Option<&str>) -> i64 {
+    let mut pipe = redis::pipe();
+    let mut changes = 0;
+    for i in 0..1000 {
+        let user = format!("u{i}");
+        pipe.cmd("SECKILL.TRY").arg(key).arg(&user).ignore();
+        pipe.cmd("SECKILL.TRY").arg(key).arg(&user).ignore();
+        changes += 2;
+        if i % 2 == 0 {
+            pipe.cmd("SECKILL.CONFIRM").arg(key).arg(&user).ignore();
+            changes += 1;
+        }
+        if i % 3 == 0 {
+            pipe.cmd("SECKILL.CANCEL")
+                .arg(key)
+                .arg(&user)
+                .arg(1)
+                .ignore();
+            changes += 1;
+        }
+        if i % 100 == 0 {
+            pipe.cmd("SECKILL.RESTOCK").arg(key).arg(1).ignore();
+            changes += 1;
+        }
+        if let Some(stream) = foreign_stream {
+            if i % 50 == 0 {
+                pipe.cmd("XADD")
+                    .arg(stream)
+                    .arg("*")
+                    .arg("foreign")
+                    .arg(i)
+                    .ignore();
+            }
+            if i == 500 {
+                let ahead = format!("{}-0", server_now_ms(con) + 5_000);
+                pipe.cmd("XADD")
+                    .arg(stream)
+                    .arg(ahead)
+                    .arg("foreign")
+                    .arg("ahead")
+                    .ignore();
+            }
+        }
+    }
+    let () = pipe.query(con).unwrap();
+    changes
+}
+
+/// (bare, with the clock): how many of a key's changes the replica ran as the client's own
+/// command and how many as `SECKILL._REPLAY`, since its last call.
+fn replayed_forms(con: &mut redis::Connection, before: &mut (i64, i64)) -> (i64, i64) {
+    let bare = ["try", "confirm", "cancel", "restock"]
+        .iter()
+        .map(|c| command_calls(con, &format!("seckill.{c}")))
+        .sum::<i64>();
+    let with_clock = command_calls(con, "seckill._replay");
+    let forms = (bare - before.0, with_clock - before.1);
+    *before = (bare, with_clock);
+    forms
+}
+
 #[test]
 fn changes_in_the_same_ms_replicate_bare_and_replay_at_the_masters_clock() {
     let mut master = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
     let replica = Server::start();
     replicate(&replica, &master);
     let mut con = master.con();
+    let mut on_replica = replica.con();
+    let mut seen = (0, 0);
     let end = (server_now_ms(&mut con) + 3_600_000).to_string();
-    ok(
-        &mut con,
-        &[
-            "SECKILL.INIT",
-            "s",
-            "2000",
-            "LIMIT",
-            "2",
-            "HOLD",
-            "600000",
-            "END",
-            &end,
-        ],
-    );
-    // Pipelined: hundreds of changes a ms, of every kind that depends on the clock.
-    let mut pipe = redis::pipe();
-    for i in 0..1000 {
-        let user = format!("u{i}");
-        pipe.cmd("SECKILL.TRY").arg("s").arg(&user).ignore();
-        pipe.cmd("SECKILL.TRY").arg("s").arg(&user).ignore();
-        if i % 2 == 0 {
-            pipe.cmd("SECKILL.CONFIRM").arg("s").arg(&user).ignore();
-        }
-        if i % 3 == 0 {
-            pipe.cmd("SECKILL.CANCEL")
-                .arg("s")
-                .arg(&user)
-                .arg(1)
-                .ignore();
-        }
-        if i % 100 == 0 {
-            pipe.cmd("SECKILL.RESTOCK").arg("s").arg(1).ignore();
+    let sales: [(&str, Vec<&str>, Option<&str>); 3] = [
+        ("{h}", vec!["HOLD", "600000", "END", &end], None),
+        (
+            "{e}",
+            vec!["HOLD", "600000", "EVENTS", "{e}:ev"],
+            Some("{e}:ev"),
+        ),
+        (
+            "{m}",
+            vec!["HOLD", "600000", "EVENTS", "{m}:ev", "MAXLEN", "100"],
+            None,
+        ),
+    ];
+    for (key, options, foreign) in &sales {
+        let mut init = vec!["SECKILL.INIT", key, "2000", "LIMIT", "2"];
+        init.extend(options);
+        ok(&mut con, &init);
+        replayed_forms(&mut on_replica, &mut seen);
+        let changes = clocked_changes(&mut con, key, *foreign);
+        wait_replicas(&mut con, 1);
+        let (bare, with_clock) = replayed_forms(&mut on_replica, &mut seen);
+        assert_eq!(bare + with_clock, changes, "{key}: one command per change");
+        if options.contains(&"MAXLEN") {
+            assert_eq!(
+                bare, 0,
+                "{key}: a trimmed stream's length comes with every change"
+            );
+        } else {
+            assert!(
+                bare > with_clock,
+                "{key}: most changes share the ms of the one before: {bare} bare, \
+                 {with_clock} with a clock"
+            );
         }
     }
-    let () = pipe.query(&mut con).unwrap();
-    wait_replicas(&mut con, 1);
-    let sale = dump(&mut con, "s");
-    let mut on_replica = replica.con();
-    assert_eq!(dump(&mut on_replica, "s"), sale, "replica");
-    let bare = command_calls(&mut on_replica, "seckill.try")
-        + command_calls(&mut on_replica, "seckill.confirm")
-        + command_calls(&mut on_replica, "seckill.cancel")
-        + command_calls(&mut on_replica, "seckill.restock");
-    let with_clock = command_calls(&mut on_replica, "seckill._replay");
-    assert_eq!(bare + with_clock, 2000 + 500 + 334 + 10, "one per change");
-    assert!(
-        bare > with_clock,
-        "most changes share the ms of the one before: {bare} bare, {with_clock} with a clock"
+    let keys = ["{h}", "{e}", "{e}:ev", "{m}", "{m}:ev"];
+    let on_master: Vec<Vec<u8>> = keys.iter().map(|k| dump(&mut con, k)).collect();
+    let foreign = stream(&mut con, "{e}:ev")
+        .iter()
+        .filter(|e| e.fields.contains_key("foreign"))
+        .count();
+    assert_eq!(
+        foreign, 21,
+        "the other writers' entries are kept among the sale's"
     );
-
+    let check = |con: &mut redis::Connection, what: &str| {
+        for (key, bytes) in keys.iter().zip(&on_master) {
+            assert_eq!(&dump(con, key), bytes, "{what}: {key}");
+        }
+    };
+    check(&mut on_replica, "replica");
     master.kill_and_restart();
-    let mut con = master.con();
-    assert_eq!(dump(&mut con, "s"), sale, "AOF replay");
-    rewrite_aof(&mut con);
+    check(&mut master.con(), "AOF replay");
+    rewrite_aof(&mut master.con());
     master.kill_and_restart();
-    assert_eq!(dump(&mut master.con(), "s"), sale, "rewritten AOF");
+    check(&mut master.con(), "rewritten AOF");
 }
 
 #[test]

@@ -1,12 +1,14 @@
 //! SECKILL.* commands: the sale core plus its event stream, the hold-expiry timer, and
 //! replication.
 //!
-//! Every change replicates as `SECKILL._REPLAY key now_ms COMMAND args...`: the command with
-//! the master's clock, which the deterministic core turns into exactly the master's state
-//! (window checks, hold expiries and order numbers included). Stream entries are written with
-//! `XADD *` through `RM_Call(... "!")`, which Redis replicates with the ID it chose; a replayed
-//! command therefore writes no entry of its own. INIT replicates its effect (the new sale with
-//! its random order seed) as `SECKILL._RESTORE`.
+//! A change whose outcome depends on the sale alone replicates as the command itself. One
+//! that also depends on the clock (HOLD, a window, a stream) replicates as
+//! `SECKILL._REPLAY key now_ms [STREAM ids length] COMMAND args...` when it is the first of
+//! its ms, and the sale keeps that clock: the others of the same ms replicate as the command
+//! itself, which a replica or the AOF replays at the kept clock. Either way the deterministic
+//! core turns it into exactly the master's state (window checks, hold expiries, order numbers
+//! and stream entry IDs included). INIT replicates its effect (the new sale with its random
+//! order seed) as `SECKILL._RESTORE`.
 
 use super::stream::{self, Stream};
 use super::timer::{Fired, KeyTimer};
@@ -18,6 +20,7 @@ use super::{
 use crate::args::{self, ArgError};
 use crate::core::sale::{
     BuyerRow, EventKind, Partition, Sale, SaleConfig, SaleError, SaleEvent, TryOutcome,
+    next_entry_id,
 };
 use crate::persist::{SALE_TYPE, encoding, set_sale};
 use crate::{slot, stats};
@@ -267,17 +270,15 @@ fn count(event: &SaleEvent, holds: bool) {
     }
 }
 
-/// Writes the entry for `event` (with the next ID, or with `id` on a replica) and returns its
-/// ID, `None` if the stream refused it. A move of stock also names its `transfer` id and the
-/// other sale key (`peer`).
+/// Writes the entry for `event` (with the stream's next ID, or with `id`) and returns its ID.
+/// A move of stock also names its `transfer` id and the other sale key (`peer`).
 fn append_entry(
-    ctx: &Context,
     stream: &Stream,
     sale: &Sale,
     event: &SaleEvent,
     transfer: Option<(&[u8], &[u8])>,
     id: Option<(u64, u64)>,
-) -> Option<(u64, u64)> {
+) -> Result<(u64, u64), &'static str> {
     use stream::{Field, Value};
     let user = event
         .slot
@@ -303,8 +304,12 @@ fn append_entry(
         }
         None => 5,
     };
-    stream
-        .add(&fields[..used], id)
+    stream.add(&fields[..used], id)
+}
+
+/// The entry's ID, or `None` (counted and logged) when the stream refused it.
+fn entry_written(ctx: &Context, written: Result<(u64, u64), &str>) -> Option<(u64, u64)> {
+    written
         .map_err(|e| {
             stats::EVENTS_FAILED.incr();
             ctx.log_warning(&format!("seckill: could not append a sale event: {e}"));
@@ -455,14 +460,25 @@ fn mutate(
     if sale.changed() {
         let holds = sale.config().hold_ms.is_some();
         let mut ids = Vec::new();
+        let mut last_entry_id = sale.totals().last_entry_id;
+        // Whether every entry took the ID that follows the sale's last one at this clock, as
+        // a replica replaying the bare command derives it from its equal copy.
+        let mut ids_derived = true;
         for (index, event) in sale.events().iter().enumerate() {
             count(event, holds);
             if let Some(stream) = &stream {
+                let transfer = op.transfer();
                 let written = match replayed_ids.as_mut().map(Iterator::next) {
-                    // On the master: the next ID, which the _REPLAY below carries.
-                    None => append_entry(ctx, stream, sale, event, op.transfer(), None),
+                    // The ID after the sale's last entry; the stream's own next ID if another
+                    // writer has gone past it. The _REPLAY below carries the IDs if needed.
+                    None => next_entry_id(last_entry_id, now_ms)
+                        .and_then(|id| append_entry(stream, sale, event, transfer, Some(id)).ok())
+                        .or_else(|| {
+                            ids_derived = false;
+                            entry_written(ctx, append_entry(stream, sale, event, transfer, None))
+                        }),
                     Some(Some(Ok(Some(id)))) => {
-                        append_entry(ctx, stream, sale, event, op.transfer(), Some(id))
+                        entry_written(ctx, append_entry(stream, sale, event, transfer, Some(id)))
                     }
                     // The master could not write this one either.
                     Some(Some(Ok(None))) => None,
@@ -475,6 +491,7 @@ fn mutate(
                 if replayed.is_none() {
                     push_stream_id(&mut ids, index, written);
                 }
+                last_entry_id = written.unwrap_or(last_entry_id);
             }
             // SAFETY: the key is the command's own argument, valid for the whole call.
             unsafe {
@@ -498,17 +515,22 @@ fn mutate(
         }
         // Without HOLD, a window or a stream the outcome depends on the sale alone: the
         // command itself then replays exactly, and replicating it verbatim takes a third less
-        // of TRY's time than building the _REPLAY form. With HOLD or a window the outcome
-        // also depends on the clock; the first change of each ms replicates with it, as
-        // _REPLAY, and the sale keeps that clock: the others of that ms replay verbatim at
-        // it (a busy sale makes hundreds of changes a ms). A stream's entries need the IDs
-        // and length the master chose, so its sale always replicates them with _REPLAY.
+        // of TRY's time than building the _REPLAY form. With HOLD, a window or a stream the
+        // outcome also depends on the clock; the first change of each ms replicates with it,
+        // as _REPLAY, and the sale keeps that clock: the others of that ms replay verbatim at
+        // it (a busy sale makes hundreds of changes a ms). Their stream entries took the IDs
+        // that follow the sale's last one, which a replica derives alike; when another writer
+        // went past those, or a MAXLEN trim left a length only the master knows (approximate
+        // trimming depends on the server's node size), _REPLAY carries IDs and length.
         // LEND and SEAL record the clock (the transfer's start, the seal's end), so they
         // always replay with it. A partition's seal only changes TRY's refusal (-1 or -5),
         // never the state, so its TRY stays self-contained.
-        let replays_verbatim = stream.is_none()
-            && !matches!(op, Op::Lend(_) | Op::Seal { .. })
-            && (!clocked || now_ms == sale.totals().replay_clock_ms);
+        let replays_verbatim = !matches!(op, Op::Lend(_) | Op::Seal { .. })
+            && (!clocked || now_ms == sale.totals().replay_clock_ms)
+            && (stream.is_none() || (ids_derived && sale.config().events_maxlen.is_none()));
+        if stream.is_some() {
+            entry.sale.set_last_entry_id(last_entry_id);
+        }
         if replayed.is_some() || (replays_verbatim && origin == Origin::Client) {
             ctx.replicate_verbatim();
         } else {

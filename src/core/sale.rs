@@ -188,6 +188,9 @@ pub struct SaleTotals {
     /// made at this same ms may replicate as the bare command: the replica, whose copy of the
     /// sale holds the same value, replays it at this clock.
     pub replay_clock_ms: u64,
+    /// The ID (ms, seq) of the last stream entry written for this sale, from which the next
+    /// one's is derived alike on a master and its replicas; (0, 0) before the first.
+    pub last_entry_id: (u64, u64),
 }
 
 #[derive(Clone)]
@@ -210,6 +213,20 @@ pub struct Sale {
     /// Whether anything changed since the last `clear_events`, with or without an event (a
     /// settled transfer, forgotten transfer ids): what the command layer replicates.
     changed: bool,
+}
+
+/// The ID a stream entry takes at `now_ms` after an entry with ID `last`, as a stream's own
+/// `*` gives it: `now-0`, or one past `last` within its ms when the clock has not moved past
+/// it. `None` past the largest ID.
+pub fn next_entry_id(last: (u64, u64), now_ms: u64) -> Option<(u64, u64)> {
+    let (ms, seq) = last;
+    if now_ms > ms {
+        Some((now_ms, 0))
+    } else if let Some(seq) = seq.checked_add(1) {
+        Some((ms, seq))
+    } else {
+        Some((ms.checked_add(1)?, 0))
+    }
 }
 
 /// A bijection on 62-bit integers, so distinct order numbers give distinct UUIDs.
@@ -732,6 +749,11 @@ impl Sale {
     /// [`SaleTotals::replay_clock_ms`]).
     pub fn set_replay_clock(&mut self, now_ms: u64) {
         self.totals.replay_clock_ms = now_ms;
+    }
+
+    /// Records the ID of the stream entry just written for this sale.
+    pub fn set_last_entry_id(&mut self, id: (u64, u64)) {
+        self.totals.last_entry_id = id;
     }
 
     fn is_sealed(&self, now_ms: u64) -> bool {
@@ -1342,6 +1364,20 @@ mod tests {
         assert_eq!(users, vec![&b"d"[..], b"a", b"c"]);
         assert_eq!(sale.next_expiry(), Some(T0 + 160));
         assert_invariants(&sale);
+    }
+
+    #[test]
+    fn the_next_entry_id_follows_the_last_as_a_streams_own_does() {
+        assert_eq!(next_entry_id((0, 0), T0), Some((T0, 0)));
+        assert_eq!(next_entry_id((T0, 4), T0), Some((T0, 5)), "same ms");
+        assert_eq!(
+            next_entry_id((T0, 4), T0 - 9),
+            Some((T0, 5)),
+            "clock went back"
+        );
+        assert_eq!(next_entry_id((T0, 4), T0 + 1), Some((T0 + 1, 0)));
+        assert_eq!(next_entry_id((T0, u64::MAX), T0), Some((T0 + 1, 0)));
+        assert_eq!(next_entry_id((u64::MAX, u64::MAX), T0), None);
     }
 
     #[test]

@@ -55,7 +55,7 @@ fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
 }
 
 /// v6: `stock limit hold_ms start_ms end_ms events events_maxlen manifest partition partitions
-/// sealed_until replay_clock seed restocked refunded orders lent absorbed
+/// sealed_until replay_clock last_entry_ms last_entry_seq seed restocked refunded orders lent absorbed
 /// transfer_count (id kind units [peer started_ms])* count (user final held expires_at
 /// order)*`; integers are varints, `events`, `seed`, ids and peers are length-prefixed bytes,
 /// and 0 or empty means "not set". A transfer's kind is 0 (lent, pending: peer and start
@@ -85,6 +85,8 @@ pub fn encode_sale(sale: &Sale) -> Vec<u8> {
     put_varint(&mut out, partition.map_or(0, |p| p.count));
     put_varint(&mut out, totals.sealed_until_ms);
     put_varint(&mut out, totals.replay_clock_ms);
+    put_varint(&mut out, totals.last_entry_id.0);
+    put_varint(&mut out, totals.last_entry_id.1);
     put_bytes(&mut out, &totals.seed);
     for value in [
         totals.restocked,
@@ -254,7 +256,7 @@ fn decode_sale_v1(reader: &mut Reader) -> Decoded<Sale> {
 
 /// v3 is v2 with the transfer ledger between the totals and the buyers; v4 is v3 with the
 /// stream's MAXLEN after its name; v5 is v4 with the partition and its seal after MAXLEN; v6
-/// is v5 with the replay clock after the seal.
+/// is v5 with the replay clock and the last entry's ID after the seal.
 fn decode_sale_v2_to_v6(reader: &mut Reader, version: u32) -> Decoded<Sale> {
     let optional = |value: u64| (value != 0).then_some(value);
     let stock = reader.varint()?;
@@ -281,7 +283,11 @@ fn decode_sale_v2_to_v6(reader: &mut Reader, version: u32) -> Decoded<Sale> {
     } else {
         (None, 0)
     };
-    let replay_clock_ms = if version >= 6 { reader.varint()? } else { 0 };
+    let (replay_clock_ms, last_entry_id) = if version >= 6 {
+        (reader.varint()?, (reader.varint()?, reader.varint()?))
+    } else {
+        (0, (0, 0))
+    };
     let seed = reader
         .bytes()?
         .try_into()
@@ -293,6 +299,7 @@ fn decode_sale_v2_to_v6(reader: &mut Reader, version: u32) -> Decoded<Sale> {
         orders: reader.varint()?,
         sealed_until_ms,
         replay_clock_ms,
+        last_entry_id,
     };
     let ledger = if version >= 3 {
         decode_ledger(reader)?
@@ -468,10 +475,12 @@ mod tests {
         sale
     }
 
-    /// The sale stored in `tests/fixtures/sale-v6.bin`: the v5 fixture's with a replay clock.
+    /// The sale stored in `tests/fixtures/sale-v6.bin`: the v5 fixture's with a replay clock
+    /// and the ID of its last stream entry.
     fn fixture_sale_v6() -> Sale {
         let mut sale = fixture_sale_v5();
         sale.set_replay_clock(T0 + 8);
+        sale.set_last_entry_id((T0 + 8, 3));
         sale
     }
 
@@ -571,6 +580,7 @@ mod tests {
         assert!(!sale.summary(T0 + 5_008).sealed, "the seal lapses");
         assert_eq!(sale.summary(T0 + 10), fixture_sale_v5().summary(T0 + 10));
         assert_eq!(sale.totals().replay_clock_ms, 0, "v5 had no replay clock");
+        assert_eq!(sale.totals().last_entry_id, (0, 0));
         assert_eq!(encode_sale(&sale), encode_sale(&fixture_sale_v5()));
     }
 
@@ -579,6 +589,7 @@ mod tests {
         let bytes = fixture("sale-v6.bin");
         let sale = decode_sale(&bytes, 6).unwrap();
         assert_eq!(sale.totals().replay_clock_ms, T0 + 8);
+        assert_eq!(sale.totals().last_entry_id, (T0 + 8, 3));
         assert_eq!(sale.summary(T0 + 10), fixture_sale_v6().summary(T0 + 10));
         assert_eq!(encode_sale(&sale), bytes, "v6 is the current sale encoding");
         assert_eq!(encode_sale(&fixture_sale_v6()), bytes);
