@@ -306,37 +306,43 @@ impl Sale {
             .units_added(0)
             .and_then(|added| added.checked_sub(sale.ledger.lent()))
             .ok_or(SaleError::Invalid("stock out of range"))?;
-        let mut owned = 0u64;
+        let (mut owned, mut held, mut sold) = (0u64, 0, 0);
         let mut holds = Vec::new();
         sale.buyers.reserve(record_count, user_bytes);
+        let layout = sale.buyers.layout();
+        let limit = sale.config.limit;
+        let mut loader = sale.buyers.loader(record_count);
         for (user, entry) in records {
             if user.is_empty() {
                 return Err(SaleError::EmptyUser);
             }
-            let layout = sale.buyers.layout();
             // A field the layout does not store would be lost, and the sale's encoding with it.
             let unstorable = (!layout.holds && (entry.held_qty != 0 || entry.expires_at_ms != 0))
                 || (!layout.orders && entry.order != 0);
-            if entry.units() > sale.config.limit || unstorable || entry.order > totals.orders {
+            if entry.units() > limit || unstorable || entry.order > totals.orders {
                 return Err(SaleError::Invalid("buyer record out of range"));
             }
-            if !sale.buyers.has_room() {
+            if !loader.has_room() {
                 return Err(SaleError::BuyersFull);
             }
             owned = owned
                 .checked_add(entry.units())
                 .filter(|&units| units <= supply)
                 .ok_or(SaleError::Invalid("buyers hold more than the stock"))?;
-            let slot = sale
-                .buyers
-                .insert_new(user, &entry)
+            let slot = loader
+                .push(user, &entry)
                 .ok_or(SaleError::Invalid("duplicate buyer"))?;
             if entry.held_qty > 0 {
                 holds.push((entry.expires_at_ms, slot));
             }
-            sale.held += entry.held_qty;
-            sale.sold += entry.final_qty;
+            held += entry.held_qty;
+            sold += entry.final_qty;
         }
+        if !loader.finish() {
+            return Err(SaleError::Invalid("duplicate buyer"));
+        }
+        sale.held = held;
+        sale.sold = sold;
         sale.remaining = supply - owned;
         sale.buyers.shrink_to_fit();
         holds.sort_unstable();
