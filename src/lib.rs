@@ -81,9 +81,14 @@ commands! {
 }
 
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
-    // Lets a corrupt or short RDB payload fail the load (RESTORE replies an error) instead
-    // of Redis exiting.
-    ctx.set_module_options(redis_module::raw::ModuleOptions::HANDLE_IO_ERRORS);
+    // HANDLE_IO_ERRORS: a corrupt or short RDB payload fails the load (RESTORE replies an
+    // error) instead of Redis exiting. NO_IMPLICIT_SIGNAL_MODIFIED: the commands signal
+    // the keys they changed themselves (`commands::signal_modified`), so a refusal leaves
+    // WATCH and client-side caches alone.
+    ctx.set_module_options(
+        redis_module::raw::ModuleOptions::HANDLE_IO_ERRORS
+            | redis_module::raw::ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED,
+    );
     commands::keep_detached_context(ctx);
     let swapdb = raw::RedisModuleEvent {
         id: raw::REDISMODULE_EVENT_SWAPDB,

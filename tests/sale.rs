@@ -2,10 +2,13 @@
 
 mod common;
 
-use common::{Server, call, error, field, fields, info_counter, int, ok, replicate, wait_replicas};
+use common::{
+    Server, call, error, field, fields, info_counter, int, ok, replicate, wait_replicas, wait_until,
+};
 use redis::Value;
 use std::collections::HashSet;
 use std::sync::{Arc, Barrier};
+use std::time::Duration;
 
 fn info(con: &mut redis::Connection, key: &str) -> Vec<(String, i64)> {
     fields(con, &["SECKILL.INFO", key])
@@ -450,6 +453,114 @@ fn works_in_multi_and_lua() {
         .query(&mut con)
         .unwrap();
     assert_eq!(keys, vec!["m"]);
+}
+
+/// Whether `watcher`'s transaction on `key`, WATCHed before `meanwhile` ran on another
+/// connection, still executes (false: EXEC answered nil because the key changed).
+fn watch_survives(watcher: &mut redis::Connection, key: &str, meanwhile: impl FnOnce()) -> bool {
+    ok(watcher, &["WATCH", key]);
+    meanwhile();
+    let reply: Value = redis::pipe()
+        .atomic()
+        .cmd("EXISTS")
+        .arg(key)
+        .query(watcher)
+        .unwrap();
+    reply != Value::Nil
+}
+
+#[test]
+fn watch_is_aborted_by_changes_and_not_by_refusals() {
+    let master = Server::start();
+    let replica = Server::start();
+    replicate(&replica, &master);
+    let mut con = master.con();
+    let mut watcher = master.con();
+    ok(
+        &mut con,
+        &["SECKILL.INIT", "w", "2", "HOLD", "600000", "EVENTS", "w:ev"],
+    );
+    let try_as = |con: &mut redis::Connection, user: &str, expected: i64| {
+        assert_eq!(int(con, &["SECKILL.TRY", "w", user]), expected);
+    };
+    let confirm = |user: &str, expected: i64| {
+        assert_eq!(
+            int(&mut master.con(), &["SECKILL.CONFIRM", "w", user]),
+            expected
+        );
+    };
+    assert!(!watch_survives(&mut watcher, "w", || {
+        try_as(&mut master.con(), "alice", 1)
+    }));
+    // Over LIMIT, sold out, confirmed already: the sale and its stream stay as they were.
+    assert!(watch_survives(&mut watcher, "w", || {
+        try_as(&mut master.con(), "alice", -2)
+    }));
+    assert!(!watch_survives(&mut watcher, "w:ev", || {
+        try_as(&mut master.con(), "bob", 0)
+    }));
+    for key in ["w", "w:ev"] {
+        assert!(watch_survives(&mut watcher, key, || {
+            try_as(&mut master.con(), "carol", -1)
+        }));
+    }
+    assert!(!watch_survives(&mut watcher, "w:ev", || confirm(
+        "alice", 1
+    )));
+    assert!(watch_survives(&mut watcher, "w", || confirm("alice", 0)));
+    assert!(!watch_survives(&mut watcher, "w", || {
+        ok(
+            &mut master.con(),
+            &["SECKILL.INIT", "w", "5", "HOLD", "500", "REPLACE"],
+        )
+    }));
+
+    // A hold that the timer expires is a change too: WATCHed while it is still held.
+    try_as(&mut con, "carol", 4);
+    assert!(!watch_survives(&mut watcher, "w", || {
+        assert_eq!(
+            field(&mut master.con(), &["SECKILL.INFO", "w"], "held"),
+            1,
+            "the hold of 500 ms expired before WATCH"
+        );
+        wait_until(Duration::from_secs(10), "the hold to expire", || {
+            field(&mut master.con(), &["SECKILL.INFO", "w"], "held") == 0
+        })
+    }));
+
+    // On the replica, the master's changes reach WATCH as well.
+    let mut on_replica = replica.con();
+    wait_until(Duration::from_secs(10), "the replica to expire it", || {
+        field(&mut on_replica, &["SECKILL.INFO", "w"], "held") == 0
+    });
+    assert!(!watch_survives(&mut on_replica, "w", || {
+        try_as(&mut con, "dave", 4);
+        wait_replicas(&mut con, 1);
+    }));
+
+    // Locks: a contended ACQUIRE or a RELEASE with another token change nothing.
+    assert!(int(&mut con, &["LOCK.ACQUIRE", "lk", "first", "60000"]) > 0);
+    assert!(watch_survives(&mut watcher, "lk", || {
+        let refused: Value = redis::cmd("LOCK.ACQUIRE")
+            .arg("lk")
+            .arg("second")
+            .arg("60000")
+            .query(&mut master.con())
+            .unwrap();
+        assert_eq!(refused, Value::Nil);
+    }));
+    assert!(watch_survives(&mut watcher, "lk", || {
+        assert_eq!(int(&mut master.con(), &["LOCK.RELEASE", "lk", "second"]), 0)
+    }));
+    assert!(!watch_survives(&mut watcher, "lk", || {
+        assert_eq!(
+            int(&mut master.con(), &["LOCK.EXTEND", "lk", "first", "120000"]),
+            1
+        )
+    }));
+    assert!(!watch_survives(&mut watcher, "lk", || {
+        assert_eq!(int(&mut master.con(), &["LOCK.RELEASE", "lk", "first"]), 1)
+    }));
 }
 
 #[test]

@@ -4,7 +4,7 @@
 use super::timer::{Fired, KeyTimer};
 use super::{
     Args, Home, fields_reply, in_db, int, notify, now_ms, readable_value, replicate_restore,
-    restored_value, selected_db, writable_value,
+    restored_value, selected_db, signal_modified, writable_value,
 };
 use crate::args;
 use crate::blocking::{self, Gone, WaiterId};
@@ -55,8 +55,14 @@ fn with_homes<R>(f: impl FnOnce(&mut HashMap<WaiterId, Home>) -> R) -> R {
 }
 
 /// Wakes granted waiters, counts, re-arms the handoff timer, and replicates the new state if
-/// it changed, as `LOCK._RESTORE` with absolute times so replicas need no clock.
-fn finish(ctx: &Context, key_name: &RedisString, entry: &mut LockEntry, before: &[u8]) {
+/// it changed, as `LOCK._RESTORE` with absolute times so replicas need no clock. `before` is
+/// the lock's encoding and waiter count before the change.
+fn finish(
+    ctx: &Context,
+    key_name: &RedisString,
+    entry: &mut LockEntry,
+    (before, waiters_before): (&[u8], usize),
+) {
     for event in entry.lock.drain_events() {
         match event {
             LockEvent::Expired => stats::LOCK_EXPIRED.incr(),
@@ -86,6 +92,11 @@ fn finish(ctx: &Context, key_name: &RedisString, entry: &mut LockEntry, before: 
         // SAFETY: the key is the command's (or the timer's) own string, valid for the call.
         unsafe { notify(ctx, NotifyEvent::MODULE, c"lock.change", key_name.inner) };
     }
+    // Waiters are not replicated (a replica has no blocked clients) but LOCK.INFO shows them.
+    if after != before || entry.lock.waiter_count() != waiters_before {
+        // SAFETY: as above.
+        unsafe { signal_modified(ctx, key_name.inner) };
+    }
 }
 
 /// Runs `op` on the lock stored at `key` (in the context's db), then [`finish`]es.
@@ -105,8 +116,9 @@ fn with_lock<R>(
     let entry = writable_value::<LockEntry>(&key, &LOCK_TYPE)?.expect("lock just stored");
     entry.lock.set_fence_mode(crate::config::fence_mode());
     let before = encoding::encode_lock(&entry.lock);
+    let waiters_before = entry.lock.waiter_count();
     let out = op(ctx, entry);
-    finish(ctx, key_name, entry, &before);
+    finish(ctx, key_name, entry, (&before, waiters_before));
     Ok(Some(out))
 }
 
@@ -273,6 +285,8 @@ pub fn restore(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResul
             abandon_waiters(old);
         }
         set_lock(&key, LockEntry::new(lock))?;
+        // SAFETY: the key is the command's own argument, valid for the whole call.
+        unsafe { signal_modified(ctx, key_name.inner) };
     }
     ctx.replicate_verbatim();
     Ok(RedisValue::SimpleStringStatic("OK"))

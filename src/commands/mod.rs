@@ -316,6 +316,17 @@ pub fn replicate_restore(
     replicate_strings(ctx, command, argv.all());
 }
 
+/// Tells Redis that a key changed as a user sees it: WATCH aborts, client-side caches are
+/// invalidated. The module asks Redis not to do it for every key it opened to write
+/// (`NO_IMPLICIT_SIGNAL_MODIFIED`), because most calls open their key to write and then
+/// change nothing: a sold-out TRY, a contended LOCK.ACQUIRE, a replica's hold recheck.
+///
+/// # Safety
+/// `key` must be a valid module string.
+pub unsafe fn signal_modified(ctx: &Context, key: *mut raw::RedisModuleString) {
+    unsafe { raw::RedisModule_SignalModifiedKey.expect("SignalModifiedKey")(ctx.ctx, key) };
+}
+
 /// A keyspace notification with a static event name.
 ///
 /// # Safety

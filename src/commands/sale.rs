@@ -14,8 +14,8 @@ use super::stream::{self, Stream};
 use super::timer::{Fired, KeyTimer};
 use super::{
     Args, TempStrings, Words, fields_reply, in_db, int, internal_only, is_resp3, notify, now_ms,
-    readable_value, replicate_restore, replicate_strings, restored_value, selected_db, start_array,
-    writable_value,
+    readable_value, replicate_restore, replicate_strings, restored_value, selected_db,
+    signal_modified, start_array, writable_value,
 };
 use crate::args::{self, ArgError};
 use crate::core::sale::{
@@ -561,6 +561,8 @@ fn mutate(
             entry.sale.set_replay_clock(now_ms);
         }
         entry.sale.clear_events();
+        // SAFETY: the key is the command's (or the timer's) own string, valid for the call.
+        unsafe { signal_modified(ctx, key_name.inner) };
     }
     arm_for_holds(ctx, key_name, entry);
     Ok(reply)
@@ -625,7 +627,10 @@ pub fn init(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
         &payload,
     );
     // SAFETY: the key is the command's own argument, valid for the whole call.
-    unsafe { notify(ctx, NotifyEvent::MODULE, c"seckill.init", key_name.inner) };
+    unsafe {
+        signal_modified(ctx, key_name.inner);
+        notify(ctx, NotifyEvent::MODULE, c"seckill.init", key_name.inner);
+    }
     Ok(RedisValue::SimpleStringStatic("OK"))
 }
 
@@ -815,6 +820,8 @@ pub fn restore(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResul
         let key = ctx.open_key_writable(key_name);
         writable_value::<SaleEntry>(&key, &SALE_TYPE)?;
         set_sale(&key, SaleEntry::new(sale))?;
+        // SAFETY: the key is the command's own argument, valid for the whole call.
+        unsafe { signal_modified(ctx, key_name.inner) };
         let entry = writable_value::<SaleEntry>(&key, &SALE_TYPE)?.expect("sale just stored");
         arm_for_holds(ctx, key_name, entry);
     }

@@ -4,7 +4,7 @@
 //! and a replica (or the AOF) writes the same entries with those IDs and trims to that length,
 //! so both hold the same stream byte for byte.
 
-use super::{TempStrings, Words, notify};
+use super::{TempStrings, Words, notify, signal_modified};
 use crate::core::sale::EventKind;
 use redis_module::{Context, RedisError, raw};
 use std::os::raw::{c_int, c_longlong};
@@ -140,7 +140,10 @@ impl<'c> Stream<'c> {
             return Err("the stream refused the entry (an ID not above its last one)");
         }
         // The stream API leaves keyspace notifications to its caller; XADD sends this one.
-        unsafe { notify(self.ctx, raw::NotifyEvent::STREAM, c"xadd", self.name()) };
+        unsafe {
+            signal_modified(self.ctx, self.name());
+            notify(self.ctx, raw::NotifyEvent::STREAM, c"xadd", self.name());
+        }
         Ok((stream_id.ms, stream_id.seq))
     }
 
@@ -172,7 +175,10 @@ impl<'c> Stream<'c> {
             )
         };
         if removed > 0 {
-            unsafe { notify(self.ctx, raw::NotifyEvent::STREAM, c"xtrim", self.name()) };
+            unsafe {
+                signal_modified(self.ctx, self.name());
+                notify(self.ctx, raw::NotifyEvent::STREAM, c"xtrim", self.name());
+            }
         }
     }
 }
