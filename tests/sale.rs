@@ -564,6 +564,42 @@ fn watch_is_aborted_by_changes_and_not_by_refusals() {
     assert!(!watch_survives(&mut watcher, "lk", || {
         assert_eq!(int(&mut master.con(), &["LOCK.RELEASE", "lk", "first"]), 1)
     }));
+
+    // Client-side caching: a refusal sends no invalidation, a purchase does. Invalidations
+    // and the marker reach the subscriber in order, so the first message after a refusal
+    // is the marker unless the refusal invalidated the key.
+    let mut subscriber = master.con();
+    let subscriber_id = int(&mut subscriber, &["CLIENT", "ID"]).to_string();
+    let mut pubsub = subscriber.as_pubsub();
+    pubsub.subscribe("__redis__:invalidate").unwrap();
+    pubsub.subscribe("marker").unwrap();
+    ok(
+        &mut watcher,
+        &["CLIENT", "TRACKING", "on", "REDIRECT", &subscriber_id],
+    );
+    let mut next_message = |pubsub: &mut redis::PubSub| {
+        let message = pubsub.get_message().unwrap();
+        let payload = match message.get_channel_name() {
+            "marker" => vec![message.get_payload::<String>().unwrap()],
+            _ => message.get_payload::<Vec<String>>().unwrap(),
+        };
+        (message.get_channel_name().to_string(), payload)
+    };
+    let mut cache_and_then = |act: &dyn Fn()| {
+        field(&mut watcher, &["SECKILL.INFO", "w"], "remaining");
+        act();
+        int(&mut master.con(), &["PUBLISH", "marker", "after"]);
+    };
+    cache_and_then(&|| try_as(&mut master.con(), "dave", -2));
+    assert_eq!(
+        next_message(&mut pubsub),
+        ("marker".to_string(), vec!["after".to_string()])
+    );
+    cache_and_then(&|| try_as(&mut master.con(), "erin", 3));
+    assert_eq!(
+        next_message(&mut pubsub),
+        ("__redis__:invalidate".to_string(), vec!["w".to_string()])
+    );
 }
 
 #[test]
