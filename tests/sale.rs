@@ -577,7 +577,7 @@ fn watch_is_aborted_by_changes_and_not_by_refusals() {
         &mut watcher,
         &["CLIENT", "TRACKING", "on", "REDIRECT", &subscriber_id],
     );
-    let mut next_message = |pubsub: &mut redis::PubSub| {
+    let next_message = |pubsub: &mut redis::PubSub| {
         let message = pubsub.get_message().unwrap();
         let payload = match message.get_channel_name() {
             "marker" => vec![message.get_payload::<String>().unwrap()],
