@@ -368,6 +368,18 @@ fn lifecycle_errors_change_nothing() {
     );
     assert_eq!(dump(&mut con, "s"), before);
     assert_eq!(int(&mut con, &["SECKILL.TRY", "s", "alice"]), 1);
+    // A refusal changes nothing and writes no entry, so it does not look at the stream.
+    assert_eq!(int(&mut con, &["SECKILL.TRY", "s", "bob"]), 0);
+    let _: () = redis::cmd("SET")
+        .arg("ev")
+        .arg("x")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(int(&mut con, &["SECKILL.TRY", "s", "carol"]), -1);
+    assert_eq!(
+        error(&mut con, &["SECKILL.RESTOCK", "s", "1"]),
+        "WRONGTYPE the sale's EVENTS key holds a value that is not a stream"
+    );
 }
 
 #[test]

@@ -35,6 +35,13 @@ pub struct Transfer {
     pub leg: Leg,
 }
 
+impl Transfer {
+    /// Settled or absorbed: only a pending outgoing transfer can still move.
+    fn is_finished(&self) -> bool {
+        !matches!(self.leg, Leg::Out { .. })
+    }
+}
+
 /// A pending outgoing transfer, as SECKILL.TRANSFERS lists it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Pending<'a> {
@@ -129,8 +136,13 @@ impl Ledger {
     /// anything was dropped.
     pub fn forget_finished(&mut self) -> bool {
         let before = self.by_id.len();
-        self.by_id.retain(|_, t| matches!(t.leg, Leg::Out { .. }));
+        self.by_id.retain(|_, t| !t.is_finished());
         self.by_id.len() != before
+    }
+
+    /// Whether [`Ledger::forget_finished`] would forget anything.
+    pub fn has_finished(&self) -> bool {
+        self.by_id.values().any(Transfer::is_finished)
     }
 
     /// Sets the totals of a decoded ledger whose finished records may have been forgotten.

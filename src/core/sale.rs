@@ -518,25 +518,52 @@ impl Sale {
         }
     }
 
-    /// One purchase attempt at `now_ms`: due holds expire, then the window is checked, then
-    /// sold out (no buyer lookup), then the per-user limit; then the units are taken.
-    pub fn try_buy(&mut self, user: &[u8], qty: u64, now_ms: u64) -> Result<TryOutcome, SaleError> {
-        self.check_request(user, qty)?;
-        self.settle(now_ms);
+    /// Whether [`Sale::settle`] at `now_ms` would change anything: it must look at what
+    /// `settle` does, or a TRY called unchanged could change the sale without its stream.
+    fn settle_due(&self, now_ms: u64) -> bool {
+        (self.has_ended(now_ms) && self.ledger.has_finished())
+            || self.holds.front().is_some_and(|&(at, _)| at <= now_ms)
+    }
+
+    /// The refusal a TRY of `qty` at `now_ms` gets before any buyer is looked up (window,
+    /// sold out, drained), once due holds are settled.
+    fn refusal_before_lookup(&self, qty: u64, now_ms: u64) -> Option<TryOutcome> {
         if self.config.start_ms.is_some_and(|start| now_ms < start) {
-            return Ok(TryOutcome::NotStarted);
+            return Some(TryOutcome::NotStarted);
         }
-        if self.config.end_ms.is_some_and(|end| now_ms >= end) {
-            return Ok(TryOutcome::Ended);
+        if self.has_ended(now_ms) {
+            return Some(TryOutcome::Ended);
         }
         if self.remaining < qty {
-            return Ok(
+            return Some(
                 if self.config.partition.is_some() && !self.is_sealed(now_ms) {
                     TryOutcome::Drained
                 } else {
                     TryOutcome::SoldOut
                 },
             );
+        }
+        None
+    }
+
+    /// The refusal a TRY of `qty` at `now_ms` gets without changing the sale at all, if it
+    /// is known without a buyer lookup: then the command layer need not open the sale's
+    /// stream (a sold-out storm on a sale with EVENTS). `None` when the TRY may change the
+    /// sale, or is refused only after a lookup (LIMIT).
+    pub fn unchanged_refusal(&self, qty: u64, now_ms: u64) -> Option<TryOutcome> {
+        if self.settle_due(now_ms) {
+            return None;
+        }
+        self.refusal_before_lookup(qty, now_ms)
+    }
+
+    /// One purchase attempt at `now_ms`: due holds expire, then the window is checked, then
+    /// sold out (no buyer lookup), then the per-user limit; then the units are taken.
+    pub fn try_buy(&mut self, user: &[u8], qty: u64, now_ms: u64) -> Result<TryOutcome, SaleError> {
+        self.check_request(user, qty)?;
+        self.settle(now_ms);
+        if let Some(refusal) = self.refusal_before_lookup(qty, now_ms) {
+            return Ok(refusal);
         }
         let found = self.buyers.find(user);
         let mut entry = found.map_or_else(Entry::default, |(_, entry)| entry);
@@ -928,6 +955,109 @@ mod tests {
 
     fn plain(stock: u64, limit: u64) -> Sale {
         Sale::new(config(stock, limit), [0; 16]).unwrap()
+    }
+
+    /// A TRY that `unchanged_refusal` says is refused unchanged is refused so and changes
+    /// nothing, over random walks of sales with holds, a window, a partition and transfers.
+    #[test]
+    fn an_unchanged_refusal_is_what_try_answers_and_changes_nothing() {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move |below: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % below
+        };
+        let mut seen = std::collections::HashSet::new();
+        let mut tried_unchanged = 0;
+        for walk in 0..200 {
+            let mut sale = Sale::new(
+                SaleConfig {
+                    stock: 1 + next(6),
+                    limit: 1 + next(3),
+                    hold_ms: (walk % 2 == 0).then_some(50),
+                    start_ms: (walk % 3 == 0).then_some(T0 + 100),
+                    end_ms: (walk % 5 == 0).then_some(T0 + 400),
+                    events: Some(b"events".to_vec()),
+                    partition: (walk % 4 == 0).then(|| Partition {
+                        manifest: b"m".to_vec(),
+                        index: 0,
+                        count: 2,
+                    }),
+                    ..SaleConfig::default()
+                },
+                [1; 16],
+            )
+            .unwrap();
+            let mut now = T0;
+            for step in 0..60 {
+                now += next(40);
+                let user = format!("u{}", next(8));
+                let _ = match next(8) {
+                    0 => sale.confirm(user.as_bytes(), now).map(|_| ()),
+                    1 => sale.cancel(user.as_bytes(), None, now).map(|_| ()),
+                    2 => sale.restock(1, now).map(|_| ()),
+                    3 => sale
+                        .lend(format!("t{step}").as_bytes(), 1, b"{b}", now)
+                        .map(|_| ()),
+                    4 => sale
+                        .absorb(format!("a{step}").as_bytes(), 1, b"{b}", now)
+                        .map(|_| ()),
+                    5 => sale
+                        .settle_transfer(format!("t{}", next(60)).as_bytes())
+                        .map(|_| ()),
+                    6 => sale.seal(next(100), now).map(|_| ()),
+                    _ => sale.try_buy(user.as_bytes(), 1, now).map(|_| ()),
+                };
+                sale.clear_events();
+                let qty = 1 + next(sale.config.limit);
+                let at = now + next(40);
+                let Some(refusal) = sale.unchanged_refusal(qty, at) else {
+                    continue;
+                };
+                let mut tried = sale.clone();
+                assert_eq!(tried.try_buy(user.as_bytes(), qty, at), Ok(refusal));
+                assert!(!tried.changed(), "{refusal:?} changed the sale");
+                assert_eq!(tried.summary(at), sale.summary(at));
+                seen.insert(format!("{refusal:?}"));
+                tried_unchanged += 1;
+            }
+        }
+        assert!(
+            tried_unchanged > 500,
+            "only {tried_unchanged} unchanged refusals"
+        );
+        let mut seen: Vec<_> = seen.into_iter().collect();
+        seen.sort();
+        assert_eq!(seen, ["Drained", "Ended", "NotStarted", "SoldOut"]);
+    }
+
+    #[test]
+    fn a_due_hold_or_a_transfer_to_forget_is_not_an_unchanged_refusal() {
+        let mut sale = held(1, 1, 100);
+        assert_eq!(
+            sale.try_buy(b"a", 1, T0),
+            Ok(TryOutcome::Bought { remaining: 0 })
+        );
+        assert_eq!(
+            sale.unchanged_refusal(1, T0 + 99),
+            Some(TryOutcome::SoldOut)
+        );
+        assert_eq!(sale.unchanged_refusal(1, T0 + 100), None);
+
+        let mut ended = Sale::new(
+            SaleConfig {
+                end_ms: Some(T0 + 10),
+                ..config(5, 1)
+            },
+            [0; 16],
+        )
+        .unwrap();
+        assert_eq!(ended.absorb(b"t", 1, b"{b}", T0), Ok(true));
+        assert_eq!(ended.unchanged_refusal(1, T0 + 9), None);
+        assert_eq!(ended.unchanged_refusal(1, T0 + 10), None);
+        ended.settle(T0 + 10);
+        assert_eq!(ended.unchanged_refusal(1, T0 + 10), Some(TryOutcome::Ended));
     }
 
     /// The documented identity and the per-user limit, from the stored records.
