@@ -448,10 +448,10 @@ fn mutate(
     // A replay of the old form writes no entries: its master's XADDs follow it. Nor does a
     // TRY refused before anything changes (a sold-out storm), which then skips opening the
     // stream key, a sixth of a sold-out TRY's time.
-    let refused_unchanged = matches!(op, Op::Try { qty, .. }
-        if entry.sale.unchanged_refusal(qty, now_ms).is_some());
-    let writes_entries =
-        config.events.is_some() && !matches!(replayed, Some(None)) && !refused_unchanged;
+    let writes_entries = config.events.is_some()
+        && !matches!(replayed, Some(None))
+        && !matches!(op, Op::Try { qty, .. }
+            if entry.sale.unchanged_refusal(qty, now_ms).is_some());
     let stream = match &config.events {
         Some(name) if writes_entries => Some(Stream::open(ctx, name)?),
         _ => None,
