@@ -151,6 +151,55 @@ fn lend_absorb_settle_and_transfers_contract() {
     assert_eq!(info(&mut con, "{a}:copy"), info(&mut con, "{a}"));
 }
 
+/// Issue 31, as filed: a settled id lent again to another key replied as a repeat, and that
+/// key then absorbed units the source never gave (13 units from 10).
+#[test]
+fn a_settled_id_lent_again_elsewhere_is_refused_and_creates_nothing() {
+    let server = Server::start();
+    let mut con = server.con();
+    for (key, stock) in [("a", "10"), ("b", "0"), ("c", "0")] {
+        ok(&mut con, &["SECKILL.INIT", key, stock]);
+    }
+    assert_eq!(
+        int(&mut con, &["SECKILL.LEND", "a", "t", "3", "TO", "b"]),
+        3
+    );
+    let refused_elsewhere = "ERR transfer id already lent to another sale key";
+    assert_eq!(
+        error(&mut con, &["SECKILL.LEND", "a", "t", "3", "TO", "c"]),
+        refused_elsewhere
+    );
+    assert_eq!(
+        int(&mut con, &["SECKILL.ABSORB", "b", "t", "3", "FROM", "a"]),
+        1
+    );
+    assert_eq!(int(&mut con, &["SECKILL.SETTLE", "a", "t"]), 1);
+    let before = (dump(&mut con, "a"), dump(&mut con, "c"));
+    assert_eq!(
+        error(&mut con, &["SECKILL.LEND", "a", "t", "3", "TO", "c"]),
+        refused_elsewhere,
+        "settled, the id is still bound to b"
+    );
+    assert_eq!(
+        error(&mut con, &["SECKILL.LEND", "a", "t", "4", "TO", "b"]),
+        "ERR transfer id already lent with another n"
+    );
+    assert_eq!(
+        int(&mut con, &["SECKILL.LEND", "a", "t", "3", "TO", "b"]),
+        3,
+        "the same LEND again replies what it moved"
+    );
+    assert_eq!((dump(&mut con, "a"), dump(&mut con, "c")), before);
+    let total: i64 = ["a", "b", "c"]
+        .iter()
+        .map(|key| {
+            let i = assert_identity(&mut con, key);
+            i["remaining"] + i["held"] + i["sold"]
+        })
+        .sum();
+    assert_eq!(total, 10, "10 units, not 13");
+}
+
 #[test]
 fn transfer_errors_change_nothing() {
     let server = Server::start();

@@ -5,8 +5,11 @@
 //!
 //! `LEND` takes units out of the source and records an outgoing transfer under the client's
 //! id; `ABSORB` adds them to the destination and remembers the id, so a second ABSORB adds
-//! nothing; `SETTLE` marks the outgoing record done. A settled record keeps its id and amount
-//! (a LEND repeated after SETTLE must not move units again) and forgets its destination.
+//! nothing; `SETTLE` marks the outgoing record done. A lent record, pending or settled, keeps
+//! what the LEND was (destination and the `n` asked) beside the units it moved: a LEND repeated
+//! with the same id, destination and `n` replies the recorded units and moves nothing, and
+//! any other LEND with that id is refused. A settled record that forgot its destination would
+//! accept the id again towards another key, whose ABSORB would then create units.
 //!
 //! Memory: each transfer id costs its length plus a few dozen bytes on each side, for as long
 //! as the sale can still move stock; once the sale's END has passed, no transfer can start or
@@ -15,16 +18,33 @@
 //! (`ABSORB` takes n >= 1), so there are at most as many as units absorbed.
 
 use std::collections::BTreeMap;
+use std::num::NonZeroU64;
+
+/// Why a LEND with the id of a transfer settled before encoding v7 is refused: that record no
+/// longer says where the units went, so no LEND can be shown to repeat it.
+pub const LEGACY_SETTLED: &str =
+    "already lent and settled by a module before 0.7, which did not keep its sale key";
 
 /// Longest transfer id: ids are client-chosen (e.g. UUIDs), not payloads.
 pub const MAX_TRANSFER_ID: usize = 128;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Leg {
-    /// Lent by this sale to `to` at `started_ms` (master clock); still to be settled.
-    Out { to: Vec<u8>, started_ms: u64 },
-    /// Lent by this sale and settled: kept so that the same LEND again moves nothing.
-    Settled,
+    /// Lent by this sale to `to` at `started_ms` (master clock); still to be settled. `asked`
+    /// is LEND's `n` (the units moved may be fewer); `None` in records decoded from encodings
+    /// before v7, which did not keep it.
+    Out {
+        to: Vec<u8>,
+        asked: Option<NonZeroU64>,
+        started_ms: u64,
+    },
+    /// Lent by this sale and settled: kept, with what the LEND was, so that the same LEND
+    /// again moves nothing and another LEND with this id is refused. `to` is `None` in
+    /// records decoded from encodings before v7, which dropped it at SETTLE.
+    Settled {
+        to: Option<Vec<u8>>,
+        asked: Option<NonZeroU64>,
+    },
     /// Absorbed by this sale from `from`.
     In { from: Vec<u8> },
 }
@@ -39,6 +59,32 @@ impl Transfer {
     /// Settled or absorbed: only a pending outgoing transfer can still move.
     fn is_finished(&self) -> bool {
         !matches!(self.leg, Leg::Out { .. })
+    }
+
+    /// How `LEND id n TO to` stands against this record of the same id: `Ok(units lent)` when
+    /// it repeats the LEND that made the record (it then moves nothing), else why it is refused.
+    pub fn repeat_lend(&self, n: u64, to: &[u8]) -> Result<u64, &'static str> {
+        let (recorded_to, asked) = match &self.leg {
+            Leg::Out { to, asked, .. } => (Some(to.as_slice()), *asked),
+            Leg::Settled { to, asked } => (to.as_deref(), *asked),
+            Leg::In { .. } => return Err("already absorbed here"),
+        };
+        match recorded_to {
+            None => return Err(LEGACY_SETTLED),
+            Some(recorded) if recorded != to => return Err("already lent to another sale key"),
+            Some(_) => {}
+        }
+        // Without the recorded `n` (before v7), any `n` that could have moved these units
+        // is taken as the same LEND.
+        let same_n = match asked {
+            Some(asked) => asked.get() == n,
+            None => n >= self.units,
+        };
+        if same_n {
+            Ok(self.units)
+        } else {
+            Err("already lent with another n")
+        }
     }
 }
 
@@ -97,7 +143,7 @@ impl Ledger {
     /// Outgoing transfers not yet settled, in id order.
     pub fn pending(&self) -> impl Iterator<Item = Pending<'_>> {
         self.by_id.iter().filter_map(|(id, t)| match &t.leg {
-            Leg::Out { to, started_ms } => Some(Pending {
+            Leg::Out { to, started_ms, .. } => Some(Pending {
                 id,
                 units: t.units,
                 to,
@@ -114,21 +160,28 @@ impl Ledger {
                 self.lent += transfer.units;
                 self.pending_units += transfer.units;
             }
-            Leg::Settled => self.lent += transfer.units,
+            Leg::Settled { .. } => self.lent += transfer.units,
             Leg::In { .. } => self.absorbed += transfer.units,
         }
         self.by_id.insert(id.to_vec(), transfer);
     }
 
-    /// Marks an outgoing transfer settled; false if there is no pending one with this id.
+    /// Marks an outgoing transfer settled, keeping its destination and `n`; false if there is
+    /// no pending one with this id.
     pub fn settle(&mut self, id: &[u8]) -> bool {
         match self.by_id.get_mut(id) {
-            Some(t) if matches!(t.leg, Leg::Out { .. }) => {
-                t.leg = Leg::Settled;
-                self.pending_units -= t.units;
-                true
-            }
-            _ => false,
+            Some(t) => match &mut t.leg {
+                Leg::Out { to, asked, .. } => {
+                    t.leg = Leg::Settled {
+                        to: Some(std::mem::take(to)),
+                        asked: *asked,
+                    };
+                    self.pending_units -= t.units;
+                    true
+                }
+                _ => false,
+            },
+            None => false,
         }
     }
 
@@ -161,6 +214,19 @@ impl Ledger {
         Ok(())
     }
 
+    /// Drops what encodings before v7 did not keep (a lent record's `n`, a settled record's
+    /// destination), so a sale built today compares with an old fixture's.
+    #[cfg(test)]
+    pub fn forget_what_v7_added(&mut self) {
+        for transfer in self.by_id.values_mut() {
+            match &mut transfer.leg {
+                Leg::Out { asked, .. } => *asked = None,
+                Leg::Settled { to, asked } => (*to, *asked) = (None, None),
+                Leg::In { .. } => {}
+            }
+        }
+    }
+
     /// Heap bytes, for MEMORY USAGE: a B-tree entry is about its key, value and node share.
     pub fn heap_bytes(&self) -> usize {
         self.by_id
@@ -168,8 +234,8 @@ impl Ledger {
             .map(|(id, t)| {
                 let peer = match &t.leg {
                     Leg::Out { to, .. } => to.capacity(),
+                    Leg::Settled { to, .. } => to.as_ref().map_or(0, Vec::capacity),
                     Leg::In { from } => from.capacity(),
-                    Leg::Settled => 0,
                 };
                 id.capacity() + peer + std::mem::size_of::<(Vec<u8>, Transfer)>() + 16
             })
@@ -186,6 +252,7 @@ mod tests {
             units,
             leg: Leg::Out {
                 to: to.to_vec(),
+                asked: NonZeroU64::new(units + 1),
                 started_ms: 7,
             },
         }
@@ -224,7 +291,14 @@ mod tests {
             "an incoming transfer is not settled here"
         );
         assert!(!ledger.settle(b"nope"));
-        assert_eq!(ledger.get(b"t1").unwrap().leg, Leg::Settled);
+        assert_eq!(
+            ledger.get(b"t1").unwrap().leg,
+            Leg::Settled {
+                to: Some(b"b".to_vec()),
+                asked: NonZeroU64::new(6)
+            },
+            "a settled record keeps where it went and what was asked"
+        );
         assert_eq!((ledger.lent(), ledger.pending_units()), (5, 0));
         assert_eq!(ledger.pending().count(), 0);
         assert!(ledger.heap_bytes() > 0);
@@ -263,5 +337,82 @@ mod tests {
         assert_eq!(ledger.restore_totals(9, 2), Ok(()));
         assert_eq!((ledger.lent(), ledger.absorbed()), (9, 2));
         assert!(!ledger.is_empty());
+    }
+
+    #[test]
+    fn a_lend_repeats_only_with_the_same_destination_and_n() {
+        let mut ledger = Ledger::default();
+        ledger.insert(b"t", out(3, b"b"));
+        let pending = ledger.get(b"t").unwrap().clone();
+        assert_eq!(pending.repeat_lend(4, b"b"), Ok(3), "asked 4, moved 3");
+        assert_eq!(
+            pending.repeat_lend(3, b"b"),
+            Err("already lent with another n")
+        );
+        assert_eq!(
+            pending.repeat_lend(4, b"c"),
+            Err("already lent to another sale key")
+        );
+        ledger.settle(b"t");
+        let settled = ledger.get(b"t").unwrap();
+        assert_eq!(settled.repeat_lend(4, b"b"), Ok(3), "also after SETTLE");
+        assert_eq!(
+            settled.repeat_lend(4, b"c"),
+            Err("already lent to another sale key"),
+            "the hole of issue 31: a settled id lent again elsewhere"
+        );
+        assert_eq!(
+            settled.repeat_lend(5, b"b"),
+            Err("already lent with another n")
+        );
+        let absorbed = Transfer {
+            units: 2,
+            leg: Leg::In {
+                from: b"a".to_vec(),
+            },
+        };
+        assert_eq!(absorbed.repeat_lend(2, b"a"), Err("already absorbed here"));
+    }
+
+    #[test]
+    fn records_from_before_v7_repeat_only_what_they_can_prove() {
+        // Pending: the destination is known, the `n` asked is not; any n that could have
+        // moved the recorded units counts as the same LEND.
+        let pending = Transfer {
+            units: 3,
+            leg: Leg::Out {
+                to: b"b".to_vec(),
+                asked: None,
+                started_ms: 1,
+            },
+        };
+        assert_eq!(pending.repeat_lend(3, b"b"), Ok(3));
+        assert_eq!(pending.repeat_lend(9, b"b"), Ok(3));
+        assert_eq!(
+            pending.repeat_lend(2, b"b"),
+            Err("already lent with another n")
+        );
+        assert_eq!(
+            pending.repeat_lend(3, b"c"),
+            Err("already lent to another sale key")
+        );
+        // Settled before v7: the destination is gone, so no LEND can be proven a repeat.
+        let settled = Transfer {
+            units: 3,
+            leg: Leg::Settled {
+                to: None,
+                asked: None,
+            },
+        };
+        for to in [&b"b"[..], b"c"] {
+            assert_eq!(settled.repeat_lend(3, to), Err(LEGACY_SETTLED));
+        }
+        let mut ledger = Ledger::default();
+        ledger.insert(b"old", settled);
+        assert_eq!((ledger.lent(), ledger.pending_units()), (3, 0));
+        assert_eq!(
+            ledger.heap_bytes(),
+            3 + std::mem::size_of::<(Vec<u8>, Transfer)>() + 16
+        );
     }
 }

@@ -13,6 +13,7 @@
 use super::buyers::{Buyers, Entry, Layout, Slot};
 use super::escrow::{Ledger, Leg, MAX_TRANSFER_ID, Pending, Transfer};
 use std::collections::VecDeque;
+use std::num::NonZeroU64;
 
 /// Largest stock, limit or quantity: Redis integers are signed 64-bit.
 pub const MAX_UNITS: u64 = i64::MAX as u64;
@@ -369,6 +370,11 @@ impl Sale {
         &self.ledger
     }
 
+    #[cfg(test)]
+    pub fn ledger_mut(&mut self) -> &mut Ledger {
+        &mut self.ledger
+    }
+
     fn has_ended(&self, now_ms: u64) -> bool {
         self.config.end_ms.is_some_and(|end| now_ms >= end)
     }
@@ -688,8 +694,9 @@ impl Sale {
     }
 
     /// Moves up to `units` of the remaining stock (never held or sold units) out of the sale
-    /// to the sale key `to`, under transfer `id`; replies the units lent. The same id again
-    /// replies the same amount and moves nothing.
+    /// to the sale key `to`, under transfer `id`; replies the units lent. The same id, `units`
+    /// and `to` again (also after SETTLE) replies the same amount and moves nothing; the id
+    /// with another `units` or `to` is refused.
     pub fn lend(
         &mut self,
         id: &[u8],
@@ -702,13 +709,9 @@ impl Sale {
             return Err(SaleError::Invalid("lend out of range"));
         }
         if let Some(known) = self.ledger.get(id) {
-            return match &known.leg {
-                Leg::Out { to: recorded, .. } if recorded.as_slice() != to => Err(
-                    SaleError::TransferConflict("already lent to another sale key"),
-                ),
-                Leg::Out { .. } | Leg::Settled => Ok(known.units),
-                Leg::In { .. } => Err(SaleError::TransferConflict("already absorbed here")),
-            };
+            return known
+                .repeat_lend(units, to)
+                .map_err(SaleError::TransferConflict);
         }
         if self.has_ended(now_ms) {
             return Err(SaleError::Ended);
@@ -722,6 +725,7 @@ impl Sale {
                 units: lent,
                 leg: Leg::Out {
                     to: to.to_vec(),
+                    asked: NonZeroU64::new(units),
                     started_ms: now_ms,
                 },
             },
@@ -752,7 +756,7 @@ impl Sale {
                     "already absorbed with another n",
                 )),
                 Leg::In { .. } => Ok(false),
-                Leg::Out { .. } | Leg::Settled => {
+                Leg::Out { .. } | Leg::Settled { .. } => {
                     Err(SaleError::TransferConflict("already lent from here"))
                 }
             };
@@ -1727,9 +1731,13 @@ mod tests {
         assert_eq!(sale.lend(b"t1", 2, b"{b}", T0), Ok(2));
         assert_eq!(kinds(&sale), vec![(EventKind::Lend, 2, 1)]);
         sale.clear_events();
-        // The same id again: the same amount, nothing more moves, nothing recorded.
-        assert_eq!(sale.lend(b"t1", 5, b"{b}", T0 + 1), Ok(2));
+        // The same id, n and key again: the same amount, nothing more moves, nothing recorded.
+        assert_eq!(sale.lend(b"t1", 2, b"{b}", T0 + 1), Ok(2));
         assert!(!sale.changed());
+        assert_eq!(
+            sale.lend(b"t1", 5, b"{b}", T0),
+            Err(SaleError::TransferConflict("already lent with another n"))
+        );
         assert_eq!(
             sale.lend(b"t1", 2, b"{c}", T0),
             Err(SaleError::TransferConflict(
@@ -1767,6 +1775,18 @@ mod tests {
         assert_eq!(sale.lend(b"t", 3, b"{b}", T0), Ok(3));
         assert_eq!(sale.remaining(), 2);
         assert_eq!(sale.pending_transfers().count(), 0);
+        // Issue 31: the settled id towards another key (or with another n) moves nothing and
+        // says so, so no second destination can absorb units this sale never gave.
+        for (n, to, why) in [
+            (3, &b"{c}"[..], "already lent to another sale key"),
+            (2, b"{b}", "already lent with another n"),
+        ] {
+            assert_eq!(
+                sale.lend(b"t", n, to, T0),
+                Err(SaleError::TransferConflict(why))
+            );
+        }
+        assert_eq!(sale.remaining(), 2);
         assert_eq!(
             (sale.summary(T0).lent, sale.summary(T0).pending_out),
             (3, 0)

@@ -9,8 +9,9 @@ use crate::core::buyers::{get_varint, put_varint};
 use crate::core::escrow::{Ledger, Leg, Transfer};
 use crate::core::lock::{Holder, Lock};
 use crate::core::sale::{Partition, Sale, SaleConfig, SaleTotals};
+use std::num::NonZeroU64;
 
-pub const SALE_VERSION: u32 = 6;
+pub const SALE_VERSION: u32 = 7;
 pub const LOCK_VERSION: u32 = 1;
 
 #[derive(Debug, PartialEq, Eq)]
@@ -54,12 +55,14 @@ fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
-/// v6: `stock limit hold_ms start_ms end_ms events events_maxlen manifest partition partitions
+/// v7: `stock limit hold_ms start_ms end_ms events events_maxlen manifest partition partitions
 /// sealed_until replay_clock last_entry_ms last_entry_seq seed restocked refunded orders lent absorbed
-/// transfer_count (id kind units [peer started_ms])* count (user final held expires_at
+/// transfer_count (id kind units [asked] peer [started_ms])* count (user final held expires_at
 /// order)*`; integers are varints, `events`, `seed`, ids and peers are length-prefixed bytes,
-/// and 0 or empty means "not set". A transfer's kind is 0 (lent, pending: peer and start
-/// follow), 1 (lent and settled) or 2 (absorbed: the peer follows), in id order. Records are
+/// and 0 or empty means "not set". A transfer's kind is 0 (lent, pending: asked, peer and
+/// start follow), 1 (lent and settled: asked and peer follow) or 2 (absorbed: the peer
+/// follows), in id order; `asked` is LEND's `n`, and a lent record loaded from v3 to v6 keeps
+/// 0 (asked) and, settled, the empty peer (those versions did not keep them). Records are
 /// in creation order, the gone ones included, so a replica loading this lays its table out
 /// as the master's.
 pub fn encode_sale(sale: &Sale) -> Vec<u8> {
@@ -102,17 +105,26 @@ pub fn encode_sale(sale: &Sale) -> Vec<u8> {
         put_bytes(&mut out, id);
         let kind = match transfer.leg {
             Leg::Out { .. } => 0,
-            Leg::Settled => 1,
+            Leg::Settled { .. } => 1,
             Leg::In { .. } => 2,
         };
         put_varint(&mut out, kind);
         put_varint(&mut out, transfer.units);
+        let asked = |asked: Option<NonZeroU64>| asked.map_or(0, NonZeroU64::get);
         match &transfer.leg {
-            Leg::Out { to, started_ms } => {
+            Leg::Out {
+                to,
+                asked: n,
+                started_ms,
+            } => {
+                put_varint(&mut out, asked(*n));
                 put_bytes(&mut out, to);
                 put_varint(&mut out, *started_ms);
             }
-            Leg::Settled => {}
+            Leg::Settled { to, asked: n } => {
+                put_varint(&mut out, asked(*n));
+                put_bytes(&mut out, to.as_deref().unwrap_or_default());
+            }
             Leg::In { from } => put_bytes(&mut out, from),
         }
     }
@@ -135,7 +147,7 @@ pub fn decode_sale(bytes: &[u8], version: u32) -> Decoded<Sale> {
     let mut reader = Reader { bytes, pos: 0 };
     match version {
         1 => decode_sale_v1(&mut reader),
-        2..=6 => decode_sale_v2_to_v6(&mut reader, version),
+        2..=7 => decode_sale_v2_to_v7(&mut reader, version),
         _ => Err(DecodeError("unknown sale encoding version")),
     }
 }
@@ -256,8 +268,9 @@ fn decode_sale_v1(reader: &mut Reader) -> Decoded<Sale> {
 
 /// v3 is v2 with the transfer ledger between the totals and the buyers; v4 is v3 with the
 /// stream's MAXLEN after its name; v5 is v4 with the partition and its seal after MAXLEN; v6
-/// is v5 with the replay clock and the last entry's ID after the seal.
-fn decode_sale_v2_to_v6(reader: &mut Reader, version: u32) -> Decoded<Sale> {
+/// is v5 with the replay clock and the last entry's ID after the seal; v7 is v6 with a lent
+/// transfer's `n` and a settled one's peer.
+fn decode_sale_v2_to_v7(reader: &mut Reader, version: u32) -> Decoded<Sale> {
     let optional = |value: u64| (value != 0).then_some(value);
     let stock = reader.varint()?;
     let limit = reader.varint()?;
@@ -302,7 +315,7 @@ fn decode_sale_v2_to_v6(reader: &mut Reader, version: u32) -> Decoded<Sale> {
         last_entry_id,
     };
     let ledger = if version >= 3 {
-        decode_ledger(reader)?
+        decode_ledger(reader, version)?
     } else {
         Ledger::default()
     };
@@ -321,7 +334,7 @@ fn decode_sale_v2_to_v6(reader: &mut Reader, version: u32) -> Decoded<Sale> {
     restored(reader, count, read_record_v2, config, totals, ledger)
 }
 
-fn decode_ledger(reader: &mut Reader) -> Decoded<Ledger> {
+fn decode_ledger(reader: &mut Reader, version: u32) -> Decoded<Ledger> {
     let lent = reader.varint()?;
     let absorbed = reader.varint()?;
     let count = reader.varint()?;
@@ -337,12 +350,25 @@ fn decode_ledger(reader: &mut Reader) -> Decoded<Ledger> {
         previous = Some(id);
         let kind = reader.varint()?;
         let units = reader.varint()?;
+        // Before v7 a lent record had no `n`, and a settled one no peer: both stay unknown.
+        let since_v7 = version >= 7;
         let leg = match kind {
-            0 => Leg::Out {
-                to: reader.bytes()?.to_vec(),
-                started_ms: reader.varint()?,
-            },
-            1 => Leg::Settled,
+            0 => {
+                let asked = read_asked(reader, since_v7)?;
+                Leg::Out {
+                    asked,
+                    to: reader.bytes()?.to_vec(),
+                    started_ms: reader.varint()?,
+                }
+            }
+            1 => {
+                let asked = read_asked(reader, since_v7)?;
+                let to = if since_v7 { reader.bytes()? } else { &[] };
+                Leg::Settled {
+                    asked,
+                    to: (!to.is_empty()).then(|| to.to_vec()),
+                }
+            }
             2 => Leg::In {
                 from: reader.bytes()?.to_vec(),
             },
@@ -352,6 +378,15 @@ fn decode_ledger(reader: &mut Reader) -> Decoded<Ledger> {
     }
     ledger.restore_totals(lent, absorbed).map_err(DecodeError)?;
     Ok(ledger)
+}
+
+/// A lent transfer's `n` (0 when not recorded), present from v7 on.
+fn read_asked(reader: &mut Reader, present: bool) -> Decoded<Option<NonZeroU64>> {
+    Ok(if present {
+        NonZeroU64::new(reader.varint()?)
+    } else {
+        None
+    })
 }
 
 /// v1: `last_fence has_holder [token expires_at_ms]`; a holder's fence is always the last one.
@@ -393,7 +428,8 @@ pub fn decode_lock(bytes: &[u8], version: u32) -> Decoded<Lock> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::sale::TryOutcome;
+    use crate::core::escrow::LEGACY_SETTLED;
+    use crate::core::sale::{SaleError, TryOutcome};
 
     const T0: u64 = 1_700_000_000_000;
 
@@ -451,17 +487,22 @@ mod tests {
     /// The sale stored in `tests/fixtures/sale-v3.bin`: the v2 fixture's sale plus a pending,
     /// a settled and an absorbed transfer.
     fn fixture_sale_v3() -> Sale {
-        with_transfers(fixture_sale())
+        before_v7(with_transfers(fixture_sale()))
     }
 
     /// The sale stored in `tests/fixtures/sale-v4.bin`: the v3 fixture's with a stream MAXLEN.
     fn fixture_sale_v4() -> Sale {
-        with_transfers(fixture_sale_with_maxlen(Some(1_000)))
+        before_v7(with_transfers(fixture_sale_with_maxlen(Some(1_000))))
     }
 
     /// The sale stored in `tests/fixtures/sale-v5.bin`: the v4 fixture's as partition 2 of 4,
     /// drained by a last transfer and sealed.
     fn fixture_sale_v5() -> Sale {
+        before_v7(partition_sale())
+    }
+
+    /// The sale of the v5 fixture as this module makes it.
+    fn partition_sale() -> Sale {
         let partition = Partition {
             manifest: b"sale:s".to_vec(),
             index: 2,
@@ -478,9 +519,26 @@ mod tests {
     /// The sale stored in `tests/fixtures/sale-v6.bin`: the v5 fixture's with a replay clock
     /// and the ID of its last stream entry.
     fn fixture_sale_v6() -> Sale {
-        let mut sale = fixture_sale_v5();
+        before_v7(clocked_sale())
+    }
+
+    /// The sale stored in `tests/fixtures/sale-v7.bin`: the v6 fixture's with what v7 added
+    /// to its transfers (the `n` each LEND asked, the settled one's destination).
+    fn fixture_sale_v7() -> Sale {
+        clocked_sale()
+    }
+
+    /// The v6 fixture's sale as this module makes it.
+    fn clocked_sale() -> Sale {
+        let mut sale = partition_sale();
         sale.set_replay_clock(T0 + 8);
         sale.set_last_entry_id((T0 + 8, 3));
+        sale
+    }
+
+    /// `sale` as encodings before v7 kept it.
+    fn before_v7(mut sale: Sale) -> Sale {
+        sale.ledger_mut().forget_what_v7_added();
         sale
     }
 
@@ -591,8 +649,36 @@ mod tests {
         assert_eq!(sale.totals().replay_clock_ms, T0 + 8);
         assert_eq!(sale.totals().last_entry_id, (T0 + 8, 3));
         assert_eq!(sale.summary(T0 + 10), fixture_sale_v6().summary(T0 + 10));
-        assert_eq!(encode_sale(&sale), bytes, "v6 is the current sale encoding");
-        assert_eq!(encode_sale(&fixture_sale_v6()), bytes);
+        assert_eq!(encode_sale(&sale), encode_sale(&fixture_sale_v6()));
+        // What v6 did not keep stays unknown: the settled id cannot be lent again anywhere.
+        assert_eq!(
+            sale.clone().lend(b"t-settled", 2, b"{s}:p3", T0 + 10),
+            Err(SaleError::TransferConflict(LEGACY_SETTLED))
+        );
+        assert_eq!(
+            sale.clone().lend(b"t-pending", 4, b"{s}:p2", T0 + 10),
+            Ok(4),
+            "a pending one repeats by its destination"
+        );
+    }
+
+    #[test]
+    fn sale_v7_fixture_still_decodes() {
+        let bytes = fixture("sale-v7.bin");
+        let sale = decode_sale(&bytes, 7).unwrap();
+        assert_eq!(sale.summary(T0 + 10), fixture_sale_v7().summary(T0 + 10));
+        assert_eq!(encode_sale(&sale), bytes, "v7 is the current sale encoding");
+        assert_eq!(encode_sale(&fixture_sale_v7()), bytes);
+        // The settled id is bound to its destination and n, loaded as made.
+        let mut again = sale.clone();
+        assert_eq!(again.lend(b"t-settled", 2, b"{s}:p3", T0 + 10), Ok(2));
+        assert!(!again.changed());
+        for (n, to) in [(2, &b"{s}:p9"[..]), (3, b"{s}:p3")] {
+            assert!(matches!(
+                sale.clone().lend(b"t-settled", n, to, T0 + 10),
+                Err(SaleError::TransferConflict(_))
+            ));
+        }
     }
 
     #[test]
@@ -607,7 +693,7 @@ mod tests {
 
     #[test]
     fn round_trips() {
-        let sale = fixture_sale_v6();
+        let sale = fixture_sale_v7();
         let back = decode_sale(&encode_sale(&sale), SALE_VERSION).unwrap();
         assert_eq!(back.summary(T0), sale.summary(T0));
         assert_eq!(encode_sale(&back), encode_sale(&sale));
@@ -620,7 +706,7 @@ mod tests {
 
     #[test]
     fn every_truncation_and_unknown_version_is_an_error() {
-        let sale = encode_sale(&fixture_sale_v6());
+        let sale = encode_sale(&fixture_sale_v7());
         for cut in 0..sale.len() {
             assert!(
                 decode_sale(&sale[..cut], SALE_VERSION).is_err(),
@@ -722,7 +808,7 @@ mod tests {
         for (name, bytes) in [
             (
                 format!("sale-v{SALE_VERSION}.bin"),
-                encode_sale(&fixture_sale_v6()),
+                encode_sale(&fixture_sale_v7()),
             ),
             (
                 format!("lock-v{LOCK_VERSION}.bin"),
