@@ -839,6 +839,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn try_replies_and_the_partition_limit_are_the_client_libraries_table() {
+        let table = include_str!("../../clients/protocol.txt");
+        let ours = [
+            ("SOLD_OUT", SOLD_OUT),
+            ("OVER_LIMIT", OVER_LIMIT),
+            ("NOT_STARTED", NOT_STARTED),
+            ("ENDED", ENDED),
+            ("DRAINED", DRAINED),
+            ("MAX_PARTITIONS", crate::core::sale::MAX_PARTITIONS as i64),
+        ];
+        let rows: Vec<(&str, i64)> = table
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .map(|l| {
+                let cells: Vec<&str> = l.split_whitespace().collect();
+                (cells[1], cells[2].parse().unwrap())
+            })
+            .collect();
+        assert_eq!(rows, ours);
+    }
+
+    #[test]
     fn stream_ids_are_written_as_the_replay_reads_them() {
         let mut ids = Vec::new();
         push_stream_id(&mut ids, 0, Some((1_796_301_964_785, 0)));

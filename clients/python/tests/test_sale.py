@@ -11,7 +11,17 @@ import redis
 import seckill
 from seckill import OVER_LIMIT, SOLD_OUT, PartitionedSale, SaleSpec, partition_of
 
-HASH_TABLE = pathlib.Path(__file__).resolve().parents[3] / "client/tests/partition-hash.txt"
+SHARED = pathlib.Path(__file__).resolve().parents[2]
+HASH_TABLE = SHARED / "partition-hash.txt"
+
+
+def test_every_number_is_the_shared_tables():
+    rows = [line.split() for line in (SHARED / "protocol.txt").read_text(encoding="utf-8").splitlines()
+            if line.strip() and not line.startswith("#")]
+    ours = [(name, getattr(seckill.protocol, name)) for _, name, _ in rows]
+    assert ours == [(name, int(value)) for _, name, value in rows]
+    assert [name for _, name, _ in rows] == [
+        "SOLD_OUT", "OVER_LIMIT", "NOT_STARTED", "ENDED", "DRAINED", "MAX_PARTITIONS"]
 
 
 def test_users_hash_to_the_same_partitions_as_the_rust_crate():

@@ -15,13 +15,9 @@ from .errors import (
     SaleExistsError,
     SeckillError,
 )
+from .protocol import ENDED, MAX_PARTITIONS, NOT_STARTED, OVER_LIMIT, SOLD_OUT
 from .sale import (
     DEFAULT_SEAL_MS,
-    ENDED,
-    MAX_PARTITIONS,
-    NOT_STARTED,
-    OVER_LIMIT,
-    SOLD_OUT,
     Buyer,
     ClientStats,
     PartitionedSale,

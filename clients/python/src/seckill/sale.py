@@ -23,17 +23,10 @@ from .errors import (
     SaleExistsError,
     translate,
 )
+from .protocol import DRAINED, MAX_PARTITIONS, SOLD_OUT
 
-#: Most partitions one sale may have: one per cluster hash slot.
-MAX_PARTITIONS = 16_384
 #: How long a partition that found no stock anywhere stays sealed (unless stock comes back).
 DEFAULT_SEAL_MS = 1_000
-#: SECKILL.TRY's reply codes; a reply >= 0 is the units left in the buyer's partition.
-SOLD_OUT = -1
-OVER_LIMIT = -2
-NOT_STARTED = -3
-ENDED = -4
-_DRAINED = -5
 _MAX_BORROWS = 1_000
 _MANIFEST_VERSION = "1"
 
@@ -391,7 +384,7 @@ class PartitionedSale:
         borrows = 0
         while True:
             code, extra = attempt(self.keys[partition])
-            if code != _DRAINED:
+            if code != DRAINED:
                 return code, extra
             if borrows == 0:
                 self._count("borrowing_tries")

@@ -4,14 +4,12 @@
 
 use crate::error::{Error, Result};
 use crate::info::{Buyer, PartitionInfo, SaleEvent, SaleInfo, parse_fields};
+use crate::protocol::{DRAINED, ENDED, MAX_PARTITIONS, NOT_STARTED, OVER_LIMIT, SOLD_OUT};
 use redis::{ConnectionLike, Value, cmd};
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-
-/// Most partitions one sale may have: one per cluster hash slot.
-pub const MAX_PARTITIONS: u32 = 16_384;
 
 /// How long a partition that found no stock anywhere stays sealed, unless stock comes back to
 /// it first: while sealed, a buyer it refuses costs one round trip.
@@ -24,7 +22,7 @@ const MAX_BORROWS: u32 = 1_000;
 const MANIFEST_VERSION: &str = "1";
 
 /// The partition a user always buys in: FNV-1a (64-bit) of the user id's bytes, modulo the
-/// number of partitions. Every client library computes the same (`client/tests/partition-hash.txt`).
+/// number of partitions. Every client library computes the same (`clients/partition-hash.txt`).
 pub fn partition_of(user: &[u8], partitions: u32) -> u32 {
     (fnv1a64(user) % u64::from(partitions.max(1))) as u32
 }
@@ -58,10 +56,10 @@ impl TryReply {
     pub fn code(self) -> i64 {
         match self {
             TryReply::Bought { remaining } => remaining as i64,
-            TryReply::SoldOut => -1,
-            TryReply::OverLimit => -2,
-            TryReply::NotStarted => -3,
-            TryReply::Ended => -4,
+            TryReply::SoldOut => SOLD_OUT,
+            TryReply::OverLimit => OVER_LIMIT,
+            TryReply::NotStarted => NOT_STARTED,
+            TryReply::Ended => ENDED,
         }
     }
 
@@ -70,10 +68,10 @@ impl TryReply {
             0.. => TryReply::Bought {
                 remaining: code as u64,
             },
-            -1 => TryReply::SoldOut,
-            -2 => TryReply::OverLimit,
-            -3 => TryReply::NotStarted,
-            -4 => TryReply::Ended,
+            SOLD_OUT => TryReply::SoldOut,
+            OVER_LIMIT => TryReply::OverLimit,
+            NOT_STARTED => TryReply::NotStarted,
+            ENDED => TryReply::Ended,
             other => {
                 return Err(Error::Redis(redis::RedisError::from((
                     redis::ErrorKind::UnexpectedReturnType,
@@ -84,9 +82,6 @@ impl TryReply {
         })
     }
 }
-
-/// `SECKILL.TRY`'s reply on a partition that is drained but not sealed.
-const DRAINED: i64 = -5;
 
 /// How a partitioned sale is set up; the manifest records it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -832,7 +827,7 @@ mod tests {
         assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
         assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
         assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
-        let table = include_str!("../tests/partition-hash.txt");
+        let table = include_str!("../../partition-hash.txt");
         let mut checked = 0;
         for line in table
             .lines()

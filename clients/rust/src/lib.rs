@@ -37,10 +37,10 @@
 
 mod error;
 mod info;
+pub mod protocol;
 mod sale;
 
 pub use error::{Error, Result};
 pub use info::{Buyer, PartitionInfo, SaleEvent, SaleInfo};
-pub use sale::{
-    ClientStats, DEFAULT_SEAL_MS, MAX_PARTITIONS, PartitionedSale, SaleSpec, TryReply, partition_of,
-};
+pub use protocol::MAX_PARTITIONS;
+pub use sale::{ClientStats, DEFAULT_SEAL_MS, PartitionedSale, SaleSpec, TryReply, partition_of};

@@ -1,0 +1,16 @@
+"""The module's numbers this package names, defined once here and checked against the table
+both client libraries share (``clients/protocol.txt``)."""
+
+#: SECKILL.TRY: fewer than ``qty`` units left.
+SOLD_OUT = -1
+#: SECKILL.TRY: the user would go over LIMIT.
+OVER_LIMIT = -2
+#: SECKILL.TRY: before START.
+NOT_STARTED = -3
+#: SECKILL.TRY: at or after END.
+ENDED = -4
+#: SECKILL.TRY on a partition that is drained but not sealed: other partitions may lend it
+#: units. The client borrows and tries again, so callers never see it.
+DRAINED = -5
+#: Most partitions one sale may have (``SECKILL.INIT ... PARTITIONS n``).
+MAX_PARTITIONS = 16_384

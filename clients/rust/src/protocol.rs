@@ -1,0 +1,43 @@
+//! The module's numbers this crate names, defined once here and checked against the table
+//! both client libraries share (`clients/protocol.txt`).
+
+/// `SECKILL.TRY`: fewer than `qty` units left.
+pub const SOLD_OUT: i64 = -1;
+/// `SECKILL.TRY`: the user would go over LIMIT.
+pub const OVER_LIMIT: i64 = -2;
+/// `SECKILL.TRY`: before START.
+pub const NOT_STARTED: i64 = -3;
+/// `SECKILL.TRY`: at or after END.
+pub const ENDED: i64 = -4;
+/// `SECKILL.TRY` on a partition that is drained but not sealed: other partitions may lend it
+/// units. The client borrows and tries again, so callers never see it.
+pub const DRAINED: i64 = -5;
+/// Most partitions one sale may have (`SECKILL.INIT ... PARTITIONS n`).
+pub const MAX_PARTITIONS: u32 = 16_384;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_number_is_the_shared_tables() {
+        let table = include_str!("../../protocol.txt");
+        let ours = [
+            ("SOLD_OUT", SOLD_OUT),
+            ("OVER_LIMIT", OVER_LIMIT),
+            ("NOT_STARTED", NOT_STARTED),
+            ("ENDED", ENDED),
+            ("DRAINED", DRAINED),
+            ("MAX_PARTITIONS", i64::from(MAX_PARTITIONS)),
+        ];
+        let rows: Vec<(&str, i64)> = table
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .map(|l| {
+                let cells: Vec<&str> = l.split_whitespace().collect();
+                (cells[1], cells[2].parse().unwrap())
+            })
+            .collect();
+        assert_eq!(rows, ours);
+    }
+}
