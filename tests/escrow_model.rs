@@ -1,11 +1,11 @@
 //! A randomized, model-based test of escrow transfers over three sale keys (issue 31): LEND,
 //! ABSORB, SETTLE, TRY, CANCEL and RESTOCK at random, every transfer step repeated under the
-//! same id and tried again under ids already used elsewhere, against a model of the README's
+//! same id and tried again under ids already used elsewhere, against a model of docs/commands.md's
 //! contract, across DEBUG RELOAD, a replica and an AOF replay. After every step each reply is
 //! the model's, each key's INFO is the model's, and, read from the server alone,
 //! `Σ (remaining + held + sold) + in flight == Σ (stock + restocked)`.
 //!
-//! The mover here is honest as the README asks: it ABSORBs only what a LEND replied, at the
+//! The mover here is honest as docs/commands.md asks: it ABSORBs only what a LEND replied, at the
 //! LEND's destination. So any unit created or lost is the module's doing, as in issue 31,
 //! where a settled id lent again to another key let that key absorb units never taken.
 

@@ -446,7 +446,7 @@ impl PartitionedSale {
     /// [`PartitionedSale::try_buy`], then `WAIT replicas timeout_ms` on the same connection:
     /// also replies how many replicas acknowledged the purchase (and every earlier write of
     /// this connection) before the timeout. A purchase acknowledged by a replica survives the
-    /// failover to it (see the README's "Acknowledged" section). On a `ClusterConnection`
+    /// failover to it (see docs/durability.md). On a `ClusterConnection`
     /// WAIT goes to every master and the fewest acknowledgements are replied.
     pub fn try_buy_acked<C: ConnectionLike>(
         &self,

@@ -372,7 +372,7 @@ class PartitionedSale:
         """``try_buy``, each TRY pipelined with ``WAIT replicas timeout_ms`` on one connection to
         the partition's master; replies ``(code, acked)``: acked is how many replicas had the
         purchase before the timeout. A purchase acknowledged by a replica survives the failover
-        to it (see the README's "Acknowledged" section)."""
+        to it (see docs/durability.md)."""
         return self._buy(user, qty, lambda key: self._try_and_wait(key, user, qty, replicas, timeout_ms))
 
     def _buy(self, user: User, qty: int, attempt):
