@@ -7,11 +7,8 @@
 //! `<out>/latest.md`, `<out>/latest.csv` and `<out>/latest.png` (default out: bench/results).
 //! `bench --smoke --out DIR` runs a few hundred requests per row (used by `make test`).
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-
-use common::{Server, used_memory, wait_until};
 use redis::{Connection, Script};
+use seckill_harness::{Server, used_memory, wait_until};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -886,11 +883,11 @@ fn chart(out: &Path) {
 /// The cluster section of `make bench` (#15): one sale over a 3-master cluster through the
 /// `seckill-client` crate against one sale key on one server, the same client threads.
 mod cluster {
-    use super::{Config, common, median};
-    use common::Server;
+    use super::{Config, median};
     use redis::ConnectionLike;
     use redis::cluster::ClusterClient;
     use seckill_client::{PartitionedSale, SaleSpec, TryReply, partition_of};
+    use seckill_harness::Server;
     use std::fmt::Write as _;
     use std::process::Command;
     use std::sync::{Arc, Barrier};
@@ -1044,7 +1041,7 @@ mod cluster {
     /// Markdown for the report: the table, and the targets.
     pub fn section(cfg: &Config) -> (String, String) {
         let single = Server::start_with(&["--maxclients", "10000"]);
-        let nodes = common::start_cluster(3, &["--maxclients", "10000"]);
+        let nodes = seckill_harness::start_cluster(3, &["--maxclients", "10000"]);
         // Every server shares core 0, the load generator keeps core 1: the comparison is of
         // the same cores, so it shows the partitioned path's cost, not a cluster's scale-out.
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());

@@ -6,9 +6,6 @@
 //! fencing tokens checked by the downstream store. Everything in the table is measured from
 //! the keys afterwards. `demo --smoke` runs a small version (used by `make test`).
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-
 use redis::{Connection, Script};
 use std::collections::HashSet;
 use std::sync::{Arc, Barrier};
@@ -267,7 +264,7 @@ fn fenced(con: &mut Connection, plan: Plan, buyer: usize, p: &str) -> Attempt {
 type Pattern = fn(&mut Connection, Plan, usize, &str) -> Attempt;
 
 fn run(
-    server: &common::Server,
+    server: &seckill_harness::Server,
     plan: Plan,
     name: &'static str,
     prefix: &'static str,
@@ -345,7 +342,7 @@ fn main() {
             distinct_users: 900,
         }
     };
-    let server = common::Server::start_with(&["--maxclients", "10000"]);
+    let server = seckill_harness::Server::start_with(&["--maxclients", "10000"]);
     println!(
         "flash sale: {} units, {} concurrent buyers ({} distinct users), lock TTL {LOCK_TTL_MS} ms, \
          1 in 20 user-service calls stalls {STALL_MS} ms",

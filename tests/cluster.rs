@@ -4,11 +4,11 @@
 //! and after a mover died between LEND and ABSORB. A sampler freezes every master (CLIENT
 //! PAUSE WRITE) to read all partitions at one instant and checks the sale's identity there.
 
-mod common;
-
-use common::{Server, cli_binary, start_cluster_node, start_cluster_with_replicas, wait_until};
 use redis::cluster::{ClusterClient, ClusterConnection};
 use seckill_client::{Error, PartitionedSale, SaleInfo, SaleSpec, TryReply, partition_of};
+use seckill_harness::{
+    Server, cli_binary, start_cluster_node, start_cluster_with_replicas, wait_until,
+};
 use std::collections::HashMap;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -520,7 +520,7 @@ fn a_mover_that_died_between_lend_and_absorb_is_finished_by_the_buyers() {
 
 /// Whether `node` serves any slot.
 fn owns_slots(node: &Server) -> bool {
-    let id = common::cluster_node_id(node);
+    let id = seckill_harness::cluster_node_id(node);
     let listing: String = redis::cmd("CLUSTER")
         .arg("NODES")
         .query(&mut node.con())

@@ -2,10 +2,8 @@
 //! bad value getting its one documented error and changing nothing (DUMP of every key before
 //! and after); random BUYERS cursors; COMMAND INFO flags against the table in docs/citizenship.md.
 
-mod common;
-
-use common::{Server, call, command, ok};
 use redis::Value;
+use seckill_harness::{Server, call, command, ok};
 
 const MAX: &str = "9223372036854775807";
 const TWO_POW_63: &str = "9223372036854775808";
@@ -30,10 +28,10 @@ fn setup(con: &mut redis::Connection) {
             "{s}:ev",
         ],
     );
-    common::int(con, &["SECKILL.TRY", "{s}", "alice"]);
+    seckill_harness::int(con, &["SECKILL.TRY", "{s}", "alice"]);
     ok(con, &["SECKILL.INIT", "plain", "5"]);
-    common::int(con, &["SECKILL.TRY", "plain", "alice"]);
-    common::int(con, &["LOCK.ACQUIRE", "l", "t", "60000"]);
+    seckill_harness::int(con, &["SECKILL.TRY", "plain", "alice"]);
+    seckill_harness::int(con, &["LOCK.ACQUIRE", "l", "t", "60000"]);
 }
 
 fn dumps(con: &mut redis::Connection) -> Vec<Option<Vec<u8>>> {
@@ -361,7 +359,7 @@ fn random_cursors_get_a_page_or_invalid_cursor() {
     ok(&mut con, &["SECKILL.INIT", "s", "1000"]);
     let buyers = 150u64;
     for i in 0..buyers {
-        common::int(&mut con, &["SECKILL.TRY", "s", &format!("u{i}")]);
+        seckill_harness::int(&mut con, &["SECKILL.TRY", "s", &format!("u{i}")]);
     }
     let mut state = 0x9E37_79B9_7F4A_7C15u64;
     let mut random = move || {

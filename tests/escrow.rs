@@ -1,12 +1,10 @@
 //! Escrow transfers against a real server: LEND, ABSORB, SETTLE and TRANSFERS, a mover that
 //! crashes half way, concurrent buyers while stock shuttles, replication and AOF.
 
-mod common;
-
-use common::{
+use redis::Value;
+use seckill_harness::{
     Server, dump, error, field, fields, int, ok, replicate, rewrite_aof, stream, wait_replicas,
 };
-use redis::Value;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
@@ -640,8 +638,8 @@ fn the_event_stream_gets_one_entry_per_lend_and_absorb() {
             ("absorb", "5", "12", "in", "{o}"),
         ]
     );
-    assert_eq!(common::info_counter(&mut con, "lends"), 2);
-    assert_eq!(common::info_counter(&mut con, "absorbs"), 1);
+    assert_eq!(seckill_harness::info_counter(&mut con, "lends"), 2);
+    assert_eq!(seckill_harness::info_counter(&mut con, "absorbs"), 1);
 }
 
 /// A partition's seal (and what it is a partition of) reach the replica and come back from the
@@ -672,9 +670,15 @@ fn a_sealed_partition_is_kept_by_the_replica_the_aof_and_the_rdb() {
     assert_eq!(int(&mut con, &["SECKILL.TRY", "{p/0}", "v"]), -5);
     assert_eq!(int(&mut con, &["SECKILL.SEAL", "{p/0}", "3600000"]), 1);
     assert_eq!(int(&mut con, &["SECKILL.TRY", "{p/0}", "v"]), -1);
-    assert_eq!(common::info_counter(&mut con, "drained_rejections"), 1);
-    assert_eq!(common::info_counter(&mut con, "seals"), 1);
-    assert_eq!(common::info_counter(&mut con, "sold_out_rejections"), 1);
+    assert_eq!(
+        seckill_harness::info_counter(&mut con, "drained_rejections"),
+        1
+    );
+    assert_eq!(seckill_harness::info_counter(&mut con, "seals"), 1);
+    assert_eq!(
+        seckill_harness::info_counter(&mut con, "sold_out_rejections"),
+        1
+    );
     wait_replicas(&mut con, 1);
     assert_eq!(info(&mut replica.con(), "{p/0}")["sealed"], 1);
     let (on_master, mut con) =

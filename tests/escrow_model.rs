@@ -9,9 +9,7 @@
 //! LEND's destination. So any unit created or lost is the module's doing, as in issue 31,
 //! where a settled id lent again to another key let that key absorb units never taken.
 
-mod common;
-
-use common::{Server, dump, error_text, fields, replicate, wait_replicas};
+use seckill_harness::{Server, dump, error_text, fields, replicate, wait_replicas};
 use std::collections::HashMap;
 
 const KEYS: [&str; 3] = ["{a}", "{b}", "{c}"];

@@ -1,9 +1,7 @@
 //! Runs the client examples, and small versions of `make demo` and `make bench`, so that none
 //! of them can rot. `make test` builds the examples and the Python virtual environment first.
 
-mod common;
-
-use common::Server;
+use seckill_harness::Server;
 use std::path::Path;
 use std::process::Command;
 

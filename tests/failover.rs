@@ -1,9 +1,7 @@
 //! Fences across an asynchronous failover that loses writes: the replica is frozen (SIGSTOP)
 //! and its link cut so it misses a grant, the master dies (SIGKILL), the replica is resumed and promoted.
 
-mod common;
-
-use common::{Server, field, replicate, wait_replicas};
+use seckill_harness::{Server, field, replicate, wait_replicas};
 use std::time::{Duration, Instant};
 
 fn acquire(con: &mut redis::Connection, key: &str, token: &str) -> i64 {
@@ -35,7 +33,7 @@ struct Sentinel {
 
 impl Sentinel {
     fn watch(master: &Server) -> Sentinel {
-        let port = common::free_port();
+        let port = seckill_harness::free_port();
         let config = master.dir.join(format!("sentinel-{port}.conf"));
         std::fs::write(
             &config,
@@ -49,7 +47,7 @@ impl Sentinel {
             ),
         )
         .unwrap();
-        let child = std::process::Command::new(common::server_binary())
+        let child = std::process::Command::new(seckill_harness::server_binary())
             .arg(&config)
             .arg("--sentinel")
             .stdout(std::process::Stdio::null())
@@ -57,7 +55,7 @@ impl Sentinel {
             .expect("start a sentinel");
         let sentinel = Sentinel { child, port };
         // It learns of replicas from the master's INFO: one it has not seen, it cannot promote.
-        common::wait_until(
+        seckill_harness::wait_until(
             Duration::from_secs(30),
             "sentinel knows the replica",
             || sentinel.known_replicas() == 1,
@@ -122,7 +120,7 @@ fn lose_a_grant_and_fail_over(promotion: Promotion, module_args: &[&str]) -> (i6
         }
         Promotion::ClusterForce => {
             args.extend(["--cluster-enabled", "yes", "--cluster-node-timeout", "5000"]);
-            let mut nodes = common::start_cluster(3, module_args);
+            let mut nodes = seckill_harness::start_cluster(3, module_args);
             let replica = Server::start_with(&args);
             let master = nodes.remove(0);
             others = nodes;
@@ -133,8 +131,8 @@ fn lose_a_grant_and_fail_over(promotion: Promotion, module_args: &[&str]) -> (i6
                 .arg(master.port)
                 .query(&mut con)
                 .unwrap();
-            let master_id = common::cluster_node_id(&master);
-            common::wait_until(Duration::from_secs(30), "replica assigned", || {
+            let master_id = seckill_harness::cluster_node_id(&master);
+            seckill_harness::wait_until(Duration::from_secs(30), "replica assigned", || {
                 redis::cmd("CLUSTER")
                     .arg("REPLICATE")
                     .arg(&master_id)
@@ -147,7 +145,7 @@ fn lose_a_grant_and_fail_over(promotion: Promotion, module_args: &[&str]) -> (i6
     if !matches!(promotion, Promotion::ClusterForce) {
         replicate(&replica, &master);
     }
-    common::wait_until(Duration::from_secs(30), "replica in sync", || {
+    seckill_harness::wait_until(Duration::from_secs(30), "replica in sync", || {
         let info: String = redis::cmd("INFO")
             .arg("replication")
             .query(&mut replica.con())
@@ -165,7 +163,7 @@ fn lose_a_grant_and_fail_over(promotion: Promotion, module_args: &[&str]) -> (i6
         .unwrap();
     wait_replicas(&mut con, 1);
     // What follows stays on the master.
-    common::isolate_replica(&replica, &mut con);
+    seckill_harness::isolate_replica(&replica, &mut con);
     // Acknowledged to its client, never shipped.
     let lost = acquire(&mut con, &key, "b");
     assert!(lost > first);
@@ -173,7 +171,7 @@ fn lose_a_grant_and_fail_over(promotion: Promotion, module_args: &[&str]) -> (i6
     replica.signal(libc::SIGCONT);
     match promotion {
         Promotion::Manual => {
-            common::promote(&mut replica.con());
+            seckill_harness::promote(&mut replica.con());
         }
         Promotion::Sentinel => {}
         Promotion::ClusterForce => {
@@ -185,7 +183,7 @@ fn lose_a_grant_and_fail_over(promotion: Promotion, module_args: &[&str]) -> (i6
         }
     }
     let mut asked = Instant::now();
-    common::wait_until(Duration::from_secs(60), "replica promoted", || {
+    seckill_harness::wait_until(Duration::from_secs(60), "replica promoted", || {
         // A manual failover gives up after 5 s (a vote that came too late on a loaded
         // machine): an operator asks again, and so does this.
         if matches!(promotion, Promotion::ClusterForce) && asked.elapsed() > Duration::from_secs(10)
@@ -201,7 +199,7 @@ fn lose_a_grant_and_fail_over(promotion: Promotion, module_args: &[&str]) -> (i6
     let mut promoted = replica.con();
     if matches!(promotion, Promotion::ClusterForce) {
         // Serving the slot again once the other masters know the new owner.
-        common::wait_until(Duration::from_secs(30), "slot served", || {
+        seckill_harness::wait_until(Duration::from_secs(30), "slot served", || {
             redis::cmd("LOCK.INFO")
                 .arg(&key)
                 .query::<redis::Value>(&mut promoted)
@@ -281,7 +279,7 @@ fn fences_configured_at_load_and_at_run_time() {
         .unwrap();
     assert_eq!(acquire(&mut con, "k", "b"), clock + 1, "fences only grow");
     assert!(
-        common::error(&mut con, &["CONFIG", "SET", "seckill.fences", "bogus"])
+        seckill_harness::error(&mut con, &["CONFIG", "SET", "seckill.fences", "bogus"])
             .contains("clock, counter")
     );
 }
@@ -306,13 +304,13 @@ fn wait_says_which_acknowledgements_survive_a_failover() {
     let replica = Server::start();
     replicate(&replica, &master);
     let mut con = master.con();
-    common::ok(&mut con, &["SECKILL.INIT", "s", "10"]);
+    seckill_harness::ok(&mut con, &["SECKILL.INIT", "s", "10"]);
     assert_eq!(
         buy_and_wait(&mut con, "kept", 5_000),
         (9, 1),
         "bought, replicated"
     );
-    common::isolate_replica(&replica, &mut con);
+    seckill_harness::isolate_replica(&replica, &mut con);
     assert_eq!(
         buy_and_wait(&mut con, "maybe-lost", 100),
         (8, 0),
@@ -321,14 +319,14 @@ fn wait_says_which_acknowledgements_survive_a_failover() {
     master.kill();
     replica.signal(libc::SIGCONT);
     let mut promoted = replica.con();
-    common::promote(&mut promoted);
+    seckill_harness::promote(&mut promoted);
     assert_eq!(
-        common::int(&mut promoted, &["SECKILL.BOUGHT", "s", "kept"]),
+        seckill_harness::int(&mut promoted, &["SECKILL.BOUGHT", "s", "kept"]),
         1
     );
     // The answer said "not replicated", and so it is: lost with the old master.
     assert_eq!(
-        common::int(&mut promoted, &["SECKILL.BOUGHT", "s", "maybe-lost"]),
+        seckill_harness::int(&mut promoted, &["SECKILL.BOUGHT", "s", "maybe-lost"]),
         0
     );
     assert_eq!(field(&mut promoted, &["SECKILL.INFO", "s"], "remaining"), 9);
@@ -353,7 +351,7 @@ fn waitaof_says_a_purchase_reached_the_disk() {
         println!("skipped: this server has no WAITAOF (Redis 7.2+, Valkey 8+)");
         return;
     }
-    common::ok(&mut con, &["SECKILL.INIT", "s", "10"]);
+    seckill_harness::ok(&mut con, &["SECKILL.INIT", "s", "10"]);
     let (remaining, (local, replicas)): (i64, (i64, i64)) = redis::pipe()
         .cmd("SECKILL.TRY")
         .arg("s")
@@ -367,5 +365,8 @@ fn waitaof_says_a_purchase_reached_the_disk() {
     assert_eq!((remaining, local, replicas), (9, 1, 0), "fsynced locally");
     server.kill_and_restart();
     let mut con = server.con();
-    assert_eq!(common::int(&mut con, &["SECKILL.BOUGHT", "s", "alice"]), 1);
+    assert_eq!(
+        seckill_harness::int(&mut con, &["SECKILL.BOUGHT", "s", "alice"]),
+        1
+    );
 }

@@ -12,9 +12,7 @@
 //! reported, not judged. The checker is shown to fail on planted bugs: on a real run with the
 //! plain counter fences, and on synthetic histories for each rule.
 
-mod common;
-
-use common::{Server, replicate};
+use seckill_harness::{Server, replicate};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
@@ -313,7 +311,7 @@ fn run(module_args: &[&str], rounds: usize) -> (Vec<Call>, Final) {
             .arg(LIMIT)
             .query(&mut con)
             .unwrap();
-        common::wait_replicas(&mut con, 1);
+        seckill_harness::wait_replicas(&mut con, 1);
         *shared.sale.lock().unwrap() = sale.clone();
         sales.push(sale.clone());
         if threads.is_empty() {
@@ -325,19 +323,19 @@ fn run(module_args: &[&str], rounds: usize) -> (Vec<Call>, Final) {
                 .collect();
         }
         let mark = Instant::now();
-        common::wait_until(wait, "replicated traffic", || {
+        seckill_harness::wait_until(wait, "replicated traffic", || {
             shared.calls_since(mark, is_grant) >= 5 && shared.calls_since(mark, is_purchase) >= 5
         });
         // Writes from here on stay on the master.
-        common::isolate_replica(&replica, &mut con);
+        seckill_harness::isolate_replica(&replica, &mut con);
         let frozen = Instant::now();
-        common::wait_until(wait, "writes the replica misses", || {
+        seckill_harness::wait_until(wait, "writes the replica misses", || {
             shared.calls_since(frozen, is_grant) >= 1
                 && shared.calls_since(frozen, is_purchase) >= 1
         });
         master.kill();
         replica.signal(libc::SIGCONT);
-        common::promote(&mut replica.con());
+        seckill_harness::promote(&mut replica.con());
         std::mem::swap(&mut master, &mut replica);
         shared.master_port.store(master.port, Ordering::Relaxed);
         let promoted = Instant::now();
@@ -345,11 +343,11 @@ fn run(module_args: &[&str], rounds: usize) -> (Vec<Call>, Final) {
         // becomes the new replica, which discards them.
         replica.kill_and_restart();
         replicate(&replica, &master);
-        common::wait_until(wait, "traffic on the promoted master", || {
+        seckill_harness::wait_until(wait, "traffic on the promoted master", || {
             shared.calls_since(promoted, is_grant) >= 5
         });
-        common::wait_until(wait, "the round's sale sold out", || {
-            common::field(&mut master.con(), &["SECKILL.INFO", &sale], "sold_out") == 1
+        seckill_harness::wait_until(wait, "the round's sale sold out", || {
+            seckill_harness::field(&mut master.con(), &["SECKILL.INFO", &sale], "sold_out") == 1
         });
     }
     shared.stop.store(true, Ordering::Relaxed);
@@ -362,11 +360,11 @@ fn run(module_args: &[&str], rounds: usize) -> (Vec<Call>, Final) {
         sold: HashMap::new(),
     };
     for sale in &sales {
-        let sold = common::field(&mut con, &["SECKILL.INFO", sale], "sold");
+        let sold = seckill_harness::field(&mut con, &["SECKILL.INFO", sale], "sold");
         last.sold.insert(sale.clone(), sold);
         for u in 0..USERS {
             let user = format!("u{u}");
-            let bought = common::int(&mut con, &["SECKILL.BOUGHT", sale, &user]);
+            let bought = seckill_harness::int(&mut con, &["SECKILL.BOUGHT", sale, &user]);
             last.bought.insert((sale.clone(), user), bought);
         }
     }

@@ -1,13 +1,11 @@
 //! The order lifecycle against a real server: holds that expire, confirm, cancel/refund,
 //! restock, the sale window, the event stream, the buyer scan, and their replication.
 
-mod common;
-
-use common::{
+use redis::Value;
+use seckill_harness::{
     Server, StreamsReply, command_calls, dump, error, field, fields, info_counter, int, next_event,
     ok, parse_entries, replicate, rewrite_aof, server_now_ms, stream, wait_replicas, wait_until,
 };
-use redis::Value;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
@@ -197,7 +195,7 @@ fn renamed_moved_and_copied_sales_keep_expiring_holds_by_timer() {
                 .unwrap();
             let _: () = redis::cmd("DEL").arg("{s}").query(&mut con).unwrap();
         } else {
-            let _: () = common::command(args).query(&mut con).unwrap();
+            let _: () = seckill_harness::command(args).query(&mut con).unwrap();
         }
         // Nobody writes to the sale again: only a timer armed for its new name (or db) can
         // write the expiry, to the stream of that name in the sale's db.
@@ -817,7 +815,7 @@ fn a_replica_never_expires_holds_until_promoted() {
     assert_eq!(dump(&mut on_replica, "s"), held);
     assert_eq!(stream(&mut on_replica, "ev").len(), 1);
 
-    common::promote(&mut on_replica);
+    seckill_harness::promote(&mut on_replica);
     let mut watcher = replica.con();
     let first = stream(&mut on_replica, "ev")[0].id.clone();
     let expired = next_event(&mut watcher, "ev", &first);
@@ -883,7 +881,7 @@ fn stream_entries_wake_blocked_readers_and_notify() {
             .unwrap();
         reply
     });
-    common::wait_until(Duration::from_secs(10), "the reader blocks", || {
+    seckill_harness::wait_until(Duration::from_secs(10), "the reader blocks", || {
         let info: String = redis::cmd("INFO").arg("clients").query(&mut con).unwrap();
         info.contains("blocked_clients:1")
     });
@@ -954,7 +952,10 @@ fn maxlen_trims_the_stream_alike_on_master_replica_and_aof() {
     let mut con = master.con();
     assert_eq!(stream(&mut con, "{m}:ev"), events, "AOF replay");
     assert_eq!(field(&mut con, &["SECKILL.INFO", "{m}"], "maxlen"), 50);
-    assert!(common::error(&mut con, &["SECKILL.INIT", "x", "1", "MAXLEN", "5"]).contains("EVENTS"));
+    assert!(
+        seckill_harness::error(&mut con, &["SECKILL.INIT", "x", "1", "MAXLEN", "5"])
+            .contains("EVENTS")
+    );
     // seckill.events-maxlen: the MAXLEN of a stream INIT names none for.
     ok(&mut con, &["CONFIG", "SET", "seckill.events-maxlen", "7"]);
     ok(&mut con, &["SECKILL.INIT", "{d}", "1", "EVENTS", "{d}:ev"]);
@@ -980,7 +981,7 @@ fn maxlen_trims_the_stream_alike_on_master_replica_and_aof() {
         "no stream"
     );
     assert!(
-        common::error(&mut con, &["CONFIG", "SET", "seckill.events-maxlen", "-1"])
+        seckill_harness::error(&mut con, &["CONFIG", "SET", "seckill.events-maxlen", "-1"])
             .starts_with("ERR")
     );
 }

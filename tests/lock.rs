@@ -1,9 +1,7 @@
 //! LOCK.* against a real server: contract, exclusion, FIFO handoff, expiry, persistence.
 
-mod common;
-
-use common::{Server, error, info_counter, int, replicate, wait_replicas, wait_until};
 use redis::Value;
+use seckill_harness::{Server, error, info_counter, int, replicate, wait_replicas, wait_until};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::{Arc, Barrier, Mutex};
@@ -489,7 +487,7 @@ fn fences_keep_growing_across_restart_aof_dump_and_copy() {
     assert!(ttl > 0 && ttl <= 60_000);
     assert_eq!(int(&mut con, &["LOCK.RELEASE", "f", "held"]), 1);
 
-    common::rewrite_aof(&mut con);
+    seckill_harness::rewrite_aof(&mut con);
     server.kill_and_restart();
     let mut con = server.con();
     assert_eq!(
@@ -550,7 +548,7 @@ fn replica_mirrors_state_and_continues_fences_after_promotion() {
     let (owner, _, fence, _) = lock_info(&mut rcon, "r");
     assert_eq!((owner.as_deref(), fence), (Some("b"), 2));
 
-    common::promote(&mut rcon);
+    seckill_harness::promote(&mut rcon);
     assert_eq!(
         acquire(&mut rcon, "r", "b", 1_000, None),
         Some(2),

@@ -2,12 +2,10 @@
 //! sustained load. Each case prints what it did and what it checked. Short by default (in
 //! `make test`); `SECKILL_SOAK=1` (`make soak`) runs the long versions.
 
-mod common;
-
-use common::{
+use redis::Value;
+use seckill_harness::{
     Server, call, cli_binary, error, field, info_counter, int, ok, replicate, wait_until,
 };
-use redis::Value;
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -162,7 +160,7 @@ fn join_load(threads: Vec<std::thread::JoinHandle<Acked>>, into: &mut Acked) {
 
 /// Every acknowledged purchase is there, the sale's invariants hold, fences only grow.
 fn check_state(con: &mut redis::Connection, stock: i64, acked: &Acked, case: &str) {
-    let info = common::fields(con, &["SECKILL.INFO", "sale"]);
+    let info = seckill_harness::fields(con, &["SECKILL.INFO", "sale"]);
     let get = |name: &str| info.iter().find(|(n, _)| n == name).unwrap().1;
     assert_eq!(
         get("sold") + get("remaining"),
@@ -284,7 +282,7 @@ fn failover_keeps_every_wait_acknowledged_write() {
     let mut acked = Acked::default();
     join_load(threads, &mut acked);
     let mut con = replica.con();
-    common::promote(&mut con);
+    seckill_harness::promote(&mut con);
     println!("[failover] master killed under load, replica promoted");
     assert!(!acked.users.is_empty(), "the load acknowledged something");
     check_state(&mut con, STOCK, &acked, "failover");
@@ -294,7 +292,7 @@ fn failover_keeps_every_wait_acknowledged_write() {
 fn cluster_resharding_under_load_loses_no_sale() {
     const SALES: usize = 30;
     const STOCK: i64 = 100_000;
-    let nodes = common::start_cluster(3, &[]);
+    let nodes = seckill_harness::start_cluster(3, &[]);
     let urls: Vec<String> = nodes.iter().map(Server::url).collect();
     let client = redis::cluster::ClusterClient::new(urls).unwrap();
     let mut con = client.get_connection().unwrap();
@@ -343,8 +341,8 @@ fn cluster_resharding_under_load_loses_no_sale() {
         .collect();
     // Move every slot of the first node (and with them its sales) to the second.
     let (from, to) = (
-        common::cluster_node_id(&nodes[0]),
-        common::cluster_node_id(&nodes[1]),
+        seckill_harness::cluster_node_id(&nodes[0]),
+        seckill_harness::cluster_node_id(&nodes[1]),
     );
     let slots: Vec<Vec<Value>> = redis::cmd("CLUSTER")
         .arg("SLOTS")
@@ -402,7 +400,7 @@ fn cluster_resharding_under_load_loses_no_sale() {
     let acked = acked.lock().unwrap();
     let mut con = client.get_connection().unwrap();
     for sale in &sales {
-        let info = common::fields_on(&mut con, &["SECKILL.INFO", sale]);
+        let info = seckill_harness::fields_on(&mut con, &["SECKILL.INFO", sale]);
         let get = |name: &str| info.iter().find(|(n, _)| n == name).unwrap().1;
         assert_eq!(get("sold") + get("remaining"), STOCK, "{sale}");
         assert_eq!(get("buyers"), get("sold"), "{sale}");
@@ -585,7 +583,7 @@ fn random_argv_never_crashes_or_hangs_the_server() {
             .map(|i| fuzz_argv(&mut rng, COMMANDS[(sent + i) % COMMANDS.len()]))
             .collect();
         for argv in &argvs {
-            common::encode_command(argv, &mut batch);
+            seckill_harness::encode_command(argv, &mut batch);
         }
         writer.write_all(&batch).unwrap();
         for (i, argv) in argvs.iter().enumerate() {
@@ -742,7 +740,7 @@ fn oom_rejects_writes_without_changing_anything() {
         .query(&mut con)
         .unwrap();
     // A limit below what is in use: with noeviction, every deny-oom write is refused.
-    let used = common::used_memory(&mut con);
+    let used = seckill_harness::used_memory(&mut con);
     let _: () = redis::cmd("CONFIG")
         .arg("SET")
         .arg("maxmemory-policy")

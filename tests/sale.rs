@@ -1,11 +1,9 @@
 //! SECKILL.* against a real server: the contract, concurrency, persistence, replication.
 
-mod common;
-
-use common::{
+use redis::Value;
+use seckill_harness::{
     Server, call, error, field, fields, info_counter, int, ok, replicate, wait_replicas, wait_until,
 };
-use redis::Value;
 use std::collections::HashSet;
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
@@ -353,7 +351,7 @@ fn survives_debug_reload_save_restart_and_aof() {
     aof.kill_and_restart();
     let mut con = aof.con();
     assert_eq!(digest(&mut con, "s"), before, "AOF replay");
-    common::rewrite_aof(&mut con);
+    seckill_harness::rewrite_aof(&mut con);
     aof.kill_and_restart();
     let mut con = aof.con();
     assert_eq!(digest(&mut con, "s"), before, "AOF rewrite replay");
@@ -642,7 +640,7 @@ fn buyer_costs_less_memory_than_a_set_member() {
     const USERS: usize = 100_000;
     let server = Server::start();
     let mut con = server.con();
-    let used = common::used_memory;
+    let used = seckill_harness::used_memory;
     let ids: Vec<String> = (0..USERS).map(|i| format!("u{i:09}")).collect();
     assert!(ids.iter().all(|id| id.len() == 10));
 
@@ -862,7 +860,7 @@ fn argv(args: &[&[u8]]) -> Vec<Vec<u8>> {
 }
 
 fn internal_error(con: &mut redis::Connection, args: &[&[u8]]) -> String {
-    common::error_text(&call(con, args).unwrap_err())
+    seckill_harness::error_text(&call(con, args).unwrap_err())
 }
 
 /// A client allowed to write keys must not state a sale or a lock outright: the internal
@@ -881,7 +879,7 @@ fn internal_commands_only_from_replication_and_aof() {
         state
     };
     let lock_before = lock_state(&mut con);
-    let now = common::server_now_ms(&mut con).to_string();
+    let now = seckill_harness::server_now_ms(&mut con).to_string();
     let forged: [&[&[u8]]; 5] = [
         &[
             b"SECKILL._REPLAY",
@@ -932,7 +930,7 @@ fn internal_commands_only_from_replication_and_aof() {
         .arg("l")
         .arg("garbage")
         .query(&mut con);
-    assert!(common::error_text(&in_script.unwrap_err()).contains("is internal"));
+    assert!(seckill_harness::error_text(&in_script.unwrap_err()).contains("is internal"));
     assert_eq!(info(&mut con, "s"), sale_before, "the sale is unchanged");
     assert_eq!(lock_state(&mut con), lock_before, "the lock is unchanged");
     assert_eq!(int(&mut con, &["EXISTS", "new"]), 0);
@@ -1020,10 +1018,10 @@ fn aof_rewrite_writes_a_big_sale_in_bounded_chunks() {
     }
     let _: Vec<i64> = pipe.query(&mut con).unwrap();
     let before = (
-        common::dump(&mut con, "big"),
-        common::dump(&mut con, "small"),
+        seckill_harness::dump(&mut con, "big"),
+        seckill_harness::dump(&mut con, "small"),
     );
-    common::rewrite_aof(&mut con);
+    seckill_harness::rewrite_aof(&mut con);
     let aof = std::fs::read(server.aof_file("b")).unwrap();
     let text = String::from_utf8_lossy(&aof);
     let chunks = text.matches("\r\nCHUNK\r\n").count();
@@ -1039,8 +1037,8 @@ fn aof_rewrite_writes_a_big_sale_in_bounded_chunks() {
     let mut con = server.con();
     assert_eq!(
         (
-            common::dump(&mut con, "big"),
-            common::dump(&mut con, "small")
+            seckill_harness::dump(&mut con, "big"),
+            seckill_harness::dump(&mut con, "small")
         ),
         before,
         "the sale comes back whole from its chunks"

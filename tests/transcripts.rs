@@ -3,9 +3,7 @@
 //! followed by the reply exactly as `redis-cli --no-raw` prints it; `#` lines are comments.
 //! A file named `*.resp3.txt` talks RESP3 (`redis-cli -3`).
 
-mod common;
-
-use common::{Server, cli_binary};
+use seckill_harness::{Server, cli_binary};
 use std::io::Write;
 use std::process::{Command, Stdio};
 

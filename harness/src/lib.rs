@@ -1,7 +1,7 @@
-//! The one harness every integration test uses: starts a real server (`REDIS_SERVER`, default
-//! `redis-server`) with the module on a free loopback port in its own directory, and kills it
-//! when dropped, also when the test panics.
-#![allow(dead_code)]
+//! The one harness every integration test, example and benchmark uses: starts a real server
+//! (`REDIS_SERVER`, default `redis-server`) with the module on a free loopback port in its own
+//! directory, and kills it when dropped, also when the test panics; clusters, replicas and
+//! faults on top.
 
 use std::collections::HashMap;
 use std::net::TcpListener;
@@ -21,7 +21,7 @@ pub fn cli_binary() -> String {
 
 pub fn module_path() -> PathBuf {
     let path = std::env::var_os("SECKILL_MODULE").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/libseckill.so"),
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/libseckill.so"),
         PathBuf::from,
     );
     assert!(
