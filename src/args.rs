@@ -1,8 +1,8 @@
 //! Argument parsing for every command, on plain byte slices so it is unit-tested without Redis.
 //! Each parser takes the arguments after the key.
 
-use crate::core::escrow::MAX_TRANSFER_ID;
-use crate::core::sale::{MAX_PARTITIONS, MAX_UNITS};
+use crate::logic::escrow::MAX_TRANSFER_ID;
+use crate::logic::sale::{MAX_PARTITIONS, MAX_UNITS};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ArgError {
@@ -456,7 +456,7 @@ pub fn extend<'a>(rest: &[&'a [u8]]) -> ArgResult<(&'a [u8], u64)> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Restore<'a> {
     Whole { version: u32, payload: &'a [u8] },
-    Chunk(crate::chunks::Chunk<'a>),
+    Chunk(crate::persist::chunks::Chunk<'a>),
 }
 
 /// Internal restore commands: `key encoding_version payload`, or one piece of a big payload,
@@ -469,7 +469,7 @@ pub fn restore<'a>(rest: &[&'a [u8]]) -> ArgResult<Restore<'a>> {
             payload,
         }),
         [v, marker, index, count, bytes] if marker.eq_ignore_ascii_case(b"CHUNK") => {
-            Ok(Restore::Chunk(crate::chunks::Chunk {
+            Ok(Restore::Chunk(crate::persist::chunks::Chunk {
                 version: version(v)?,
                 index: integer(index, "chunk index", 0, MAX_MS)?,
                 count: integer(count, "chunk count", 2, MAX_MS)?,
@@ -916,7 +916,7 @@ mod tests {
         );
         assert_eq!(
             restore(&[b"4", b"chunk", b"1", b"3", b"xy"]),
-            Ok(Restore::Chunk(crate::chunks::Chunk {
+            Ok(Restore::Chunk(crate::persist::chunks::Chunk {
                 version: 4,
                 index: 1,
                 count: 3,

@@ -1,7 +1,7 @@
 //! Module configs: `CONFIG GET/SET seckill.<name>`, and `--loadmodule libseckill.so <name>
 //! <value>` at start-up.
 
-use crate::core::lock::FenceMode;
+use crate::logic::lock::FenceMode;
 use redis_module::enum_configuration;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering};

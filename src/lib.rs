@@ -1,28 +1,30 @@
 //! seckill: a Redis module for flash sales and distributed locks that are correct by
-//! construction. `core` is pure logic, `commands` the thin Redis layer, `persist` the data
-//! types and their encodings.
+//! construction. Layers point down only: `commands` (the thin Redis layer) uses `types` (each
+//! stored value with its Redis type), which uses `persist` (encodings), `logic` (the pure
+//! state machines, no Redis types) and `context` (the C-API wrappers).
 
 pub mod alloc;
 pub mod args;
-pub mod blocking;
-pub mod chunks;
 pub mod command_docs;
 pub mod commands;
 pub mod config;
-pub mod core;
+pub mod context;
+pub mod logic;
 pub mod persist;
 pub mod slot;
 pub mod stats;
+pub mod types;
 
 pub mod build_info {
     include!(concat!(env!("OUT_DIR"), "/build_info.rs"));
 }
 
 use commands::{lock, sale};
-use persist::{LOCK_TYPE, SALE_TYPE};
 use redis_module::raw;
 use redis_module::{Context, InfoContext, RedisResult, RedisString, Status, redis_module};
 use std::os::raw::c_int;
+use types::lock::LOCK_TYPE;
+use types::sale::SALE_TYPE;
 
 /// Every command: name, body, flags. All take exactly one key, at argv[1].
 macro_rules! commands {
@@ -83,13 +85,14 @@ commands! {
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     // HANDLE_IO_ERRORS: a corrupt or short RDB payload fails the load (RESTORE replies an
     // error) instead of Redis exiting. NO_IMPLICIT_SIGNAL_MODIFIED: the commands signal
-    // the keys they changed themselves (`commands::signal_modified`), so a refusal leaves
+    // the keys they changed themselves (`context::keyspace::signal_modified`), so a refusal leaves
     // WATCH and client-side caches alone.
     ctx.set_module_options(
         redis_module::raw::ModuleOptions::HANDLE_IO_ERRORS
             | redis_module::raw::ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED,
     );
-    commands::keep_detached_context(ctx);
+    context::keep_detached_context(ctx);
+    types::sale::on_holds_due(sale::on_expiry_timer);
     let swapdb = raw::RedisModuleEvent {
         id: raw::REDISMODULE_EVENT_SWAPDB,
         dataver: 1,
@@ -126,13 +129,13 @@ unsafe extern "C" fn on_swapdb(
     data: *mut std::os::raw::c_void,
 ) {
     let info = unsafe { &*data.cast::<raw::RedisModuleSwapDbInfo>() };
-    commands::databases::swapped(info.dbnum_first, info.dbnum_second);
+    context::keyspace::databases::swapped(info.dbnum_first, info.dbnum_second);
 }
 
 #[redis_module_macros::flush_event_handler]
 fn on_flush(ctx: &Context, event: redis_module::server_events::FlushSubevent) {
     if event == redis_module::server_events::FlushSubevent::Ended {
-        lock::release_orphaned_waiters(ctx);
+        types::lock::release_orphaned_waiters(ctx);
     }
 }
 
@@ -144,7 +147,7 @@ fn info(ctx: &InfoContext, _for_crash_report: bool) {
         .add_section("")
         .field("version", i64::from(build_info::MODULE_VERSION))
         .and_then(|s| s.field("git_revision", build_info::GIT_REVISION));
-    let section = stats::fields(lock::waiting_clients())
+    let section = stats::fields(types::lock::waiting_clients())
         .into_iter()
         .fold(section, |s, (name, value)| {
             s.and_then(|s| s.field(name, value))

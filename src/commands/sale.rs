@@ -10,19 +10,24 @@
 //! and stream entry IDs included). INIT replicates its effect (the new sale with its random
 //! order seed) as `SECKILL._RESTORE`.
 
-use super::stream::{self, Stream};
-use super::timer::{Fired, KeyTimer};
-use super::{
-    Args, TempStrings, Words, fields_reply, in_db, int, internal_only, is_resp3, notify, now_ms,
-    readable_value, replicate_restore, replicate_strings, restored_value, selected_db,
-    signal_modified, start_array, writable_value,
-};
+use super::Args;
+use super::internal::{internal_only, restored_value};
 use crate::args::{self, ArgError};
-use crate::core::sale::{
+use crate::context::clock::now_ms;
+use crate::context::keyspace::{
+    in_db, notify, readable_value, selected_db, signal_modified, writable_value,
+};
+use crate::context::replication::{replicate_restore, replicate_strings};
+use crate::context::reply::{fields_reply, integer, is_resp3, start_array};
+use crate::context::stream::{self, Stream};
+use crate::context::strings::{StaticStrings, TempStrings};
+use crate::context::timer::Fired;
+use crate::logic::sale::{
     BuyerRow, EventKind, Partition, Sale, SaleConfig, SaleError, SaleEvent, TryOutcome,
     next_entry_id,
 };
-use crate::persist::{SALE_TYPE, encoding, set_sale};
+use crate::persist::encoding;
+use crate::types::sale::{SALE_TYPE, SaleValue, set_sale};
 use crate::{slot, stats};
 use redis_module::{
     Context, ContextFlags, NotifyEvent, RedisError, RedisResult, RedisString, RedisValue, raw,
@@ -39,30 +44,6 @@ const DRAINED: i64 = -5;
 /// must keep a timer so that it does once promoted.
 const REPLICA_RECHECK_MS: u64 = 1_000;
 
-/// What a sale key holds: the core state plus its hold-expiry timer.
-pub struct SaleEntry {
-    pub sale: Sale,
-    timer: KeyTimer,
-}
-
-impl SaleEntry {
-    pub fn new(sale: Sale) -> SaleEntry {
-        SaleEntry {
-            sale,
-            timer: KeyTimer::default(),
-        }
-    }
-
-    /// The persistent part only (COPY): the copy's timer is armed by the `copy_to` event.
-    pub fn copy_state(&self) -> SaleEntry {
-        SaleEntry::new(self.sale.clone())
-    }
-
-    pub fn memory_bytes(&self) -> usize {
-        std::mem::size_of::<SaleEntry>() - std::mem::size_of::<Sale>() + self.sale.memory_bytes()
-    }
-}
-
 fn no_sale() -> RedisError {
     RedisError::Str("NOSALE no sale at this key")
 }
@@ -76,7 +57,7 @@ impl From<SaleError> for RedisError {
             }
             SaleError::TooMuchStock => format!(
                 "ERR units would take the sale past {} units",
-                crate::core::sale::MAX_UNITS
+                crate::logic::sale::MAX_UNITS
             ),
             SaleError::NoHolds => {
                 "ERR the sale has no holds to confirm (it was made without HOLD)".to_string()
@@ -187,7 +168,7 @@ fn apply(sale: &mut Sale, op: &Op, now_ms: u64) -> RedisResult {
             let outcome = sale.try_buy(user, qty, now_ms)?;
             stats::TRIES.incr();
             match outcome {
-                TryOutcome::Bought { remaining } => int(remaining),
+                TryOutcome::Bought { remaining } => integer(remaining),
                 TryOutcome::SoldOut => {
                     stats::SOLD_OUT_REJECTIONS.incr();
                     RedisValue::Integer(SOLD_OUT)
@@ -210,18 +191,18 @@ fn apply(sale: &mut Sale, op: &Op, now_ms: u64) -> RedisResult {
                 }
             }
         }
-        Op::Confirm { user } => int(u64::from(sale.confirm(user, now_ms)?)),
-        Op::Cancel { user, qty } => int(sale.cancel(user, qty, now_ms)?),
-        Op::Restock { units } => int(sale.restock(units, now_ms)?),
-        Op::Lend(t) => int(sale.lend(t.id, t.units, t.peer, now_ms)?),
-        Op::Absorb(t) => int(u64::from(sale.absorb(t.id, t.units, t.peer, now_ms)?)),
-        Op::Settle { id } => int(u64::from(sale.settle_transfer(id)?)),
+        Op::Confirm { user } => integer(u64::from(sale.confirm(user, now_ms)?)),
+        Op::Cancel { user, qty } => integer(sale.cancel(user, qty, now_ms)?),
+        Op::Restock { units } => integer(sale.restock(units, now_ms)?),
+        Op::Lend(t) => integer(sale.lend(t.id, t.units, t.peer, now_ms)?),
+        Op::Absorb(t) => integer(u64::from(sale.absorb(t.id, t.units, t.peer, now_ms)?)),
+        Op::Settle { id } => integer(u64::from(sale.settle_transfer(id)?)),
         Op::Seal { ms } => {
             let sealed = sale.seal(ms, now_ms)?;
             if sealed {
                 stats::SEALS.incr();
             }
-            int(u64::from(sealed))
+            integer(u64::from(sealed))
         }
         Op::Expire => {
             sale.settle(now_ms);
@@ -318,7 +299,7 @@ fn entry_written(ctx: &Context, written: Result<(u64, u64), &str>) -> Option<(u6
 }
 
 /// The words of `_REPLAY`'s commands.
-static COMMAND_WORDS: Words<9> = Words::new([
+static COMMAND_WORDS: StaticStrings<9> = StaticStrings::new([
     "TRY", "CONFIRM", "CANCEL", "RESTOCK", "LEND", "ABSORB", "SETTLE", "EXPIRE", "SEAL",
 ]);
 
@@ -350,14 +331,9 @@ fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
     out.extend_from_slice(&digits[at..]);
 }
 
-/// Keeps the sale's one expiry timer due no later than `due` (`None`: stops it).
-fn arm(ctx: &Context, db: i32, key: &[u8], entry: &mut SaleEntry, due: Option<u64>) {
-    entry.timer.set(ctx, db, key, due, on_expiry_timer);
-}
-
-fn arm_for_holds(ctx: &Context, key_name: &RedisString, entry: &mut SaleEntry) {
-    let due = entry.sale.next_expiry();
-    arm(ctx, selected_db(ctx), key_name.as_slice(), entry, due);
+fn arm_for_holds(ctx: &Context, key_name: &RedisString, value: &mut SaleValue) {
+    let due = value.sale.next_expiry();
+    value.arm_expiry_timer(ctx, selected_db(ctx), key_name.as_slice(), due);
 }
 
 /// RENAME, MOVE and COPY put a sale under a name its timer does not know: arm one there, so
@@ -368,32 +344,27 @@ pub fn on_key_moved(ctx: &Context, _: NotifyEvent, event: &str, key: &[u8]) {
     }
     let key_name = ctx.create_string(key);
     let key = ctx.open_key_writable(&key_name);
-    if let Ok(Some(entry)) = writable_value::<SaleEntry>(&key, &SALE_TYPE) {
-        arm_for_holds(ctx, &key_name, entry);
+    if let Ok(Some(value)) = writable_value::<SaleValue>(&key, &SALE_TYPE) {
+        arm_for_holds(ctx, &key_name, value);
     }
 }
 
-/// Arms the expiry timer of a sale just loaded from RDB or RESTORE, where no command runs.
-pub fn arm_loaded(ctx: &Context, db: i32, key: &[u8], entry: &mut SaleEntry) {
-    let due = entry.sale.next_expiry();
-    arm(ctx, db, key, entry, due);
-}
-
-fn on_expiry_timer(ctx: &Context, fired: Fired) {
+/// What a sale's expiry timer runs (registered with `types::sale::on_holds_due` at load).
+pub fn on_expiry_timer(ctx: &Context, fired: Fired) {
     let home = &fired.home;
     in_db(ctx, home.db(), || {
         let key_name = ctx.create_string(home.key.as_slice());
         {
             let key = ctx.open_key_writable(&key_name);
-            let Ok(Some(entry)) = writable_value::<SaleEntry>(&key, &SALE_TYPE) else {
+            let Ok(Some(value)) = writable_value::<SaleValue>(&key, &SALE_TYPE) else {
                 return;
             };
-            entry.timer.fired(&fired);
+            value.expiry_timer_fired(&fired);
             // A replica never expires holds on its own: its master's _REPLAY does.
             if !ctx.get_flags().contains(ContextFlags::MASTER) {
-                if entry.sale.next_expiry().is_some() {
+                if value.sale.next_expiry().is_some() {
                     let recheck = now_ms() + REPLICA_RECHECK_MS;
-                    arm(ctx, home.db(), &home.key, entry, Some(recheck));
+                    value.arm_expiry_timer(ctx, home.db(), &home.key, Some(recheck));
                 }
                 return;
             }
@@ -430,8 +401,8 @@ fn mutate(
     };
     let op = parse_op(key_name.as_slice(), command, rest, replayed.is_some())?;
     let key = ctx.open_key_writable(key_name);
-    let entry = writable_value::<SaleEntry>(&key, &SALE_TYPE)?.ok_or_else(no_sale)?;
-    let config = entry.sale.config();
+    let value = writable_value::<SaleValue>(&key, &SALE_TYPE)?.ok_or_else(no_sale)?;
+    let config = value.sale.config();
     let clocked = is_clocked(config);
     // The bare command from a master or the AOF: it ran there at the clock this sale
     // replicated last (see below), which the copy here holds too.
@@ -441,7 +412,7 @@ fn mutate(
             .get_flags()
             .intersects(ContextFlags::REPLICATED | ContextFlags::LOADING)
     {
-        entry.sale.totals().replay_clock_ms
+        value.sale.totals().replay_clock_ms
     } else {
         now_ms
     };
@@ -451,17 +422,17 @@ fn mutate(
     let writes_entries = config.events.is_some()
         && !matches!(replayed, Some(None))
         && !matches!(op, Op::Try { qty, .. }
-            if entry.sale.unchanged_refusal(qty, now_ms).is_some());
+            if value.sale.unchanged_refusal(qty, now_ms).is_some());
     let stream = match &config.events {
         Some(name) if writes_entries => Some(Stream::open(ctx, name)?),
         _ => None,
     };
     let mut replayed_ids = replayed.flatten().map(|entries| entries.ids());
-    let reply = apply(&mut entry.sale, &op, now_ms)?;
+    let reply = apply(&mut value.sale, &op, now_ms)?;
     if replayed.is_some() {
-        entry.sale.set_replay_clock(now_ms);
+        value.sale.set_replay_clock(now_ms);
     }
-    let sale = &entry.sale;
+    let sale = &value.sale;
     if sale.changed() {
         let holds = sale.config().hold_ms.is_some();
         let mut ids = Vec::new();
@@ -534,7 +505,7 @@ fn mutate(
             && (!clocked || now_ms == sale.totals().replay_clock_ms)
             && (stream.is_none() || (ids_derived && sale.config().events_maxlen.is_none()));
         if stream.is_some() {
-            entry.sale.set_last_entry_id(last_entry_id);
+            value.sale.set_last_entry_id(last_entry_id);
         }
         if replayed.is_some() || (replays_verbatim && origin == Origin::Client) {
             ctx.replicate_verbatim();
@@ -544,11 +515,11 @@ fn mutate(
             let mut argv = TempStrings::new(ctx);
             // SAFETY: the key is the command's own argument, valid for the whole call.
             unsafe { argv.retain(key_name.inner) };
-            argv.int(now_ms);
+            argv.integer(now_ms);
             if let Some(stream) = &stream {
                 argv.bytes(b"STREAM");
                 argv.bytes(&ids);
-                argv.int(stream.length());
+                argv.integer(stream.length());
             }
             match COMMAND_WORDS.find(command) {
                 // SAFETY: a word's string lives as long as the module.
@@ -563,13 +534,13 @@ fn mutate(
                 };
             }
             replicate_strings(ctx, c"SECKILL._REPLAY", argv.all());
-            entry.sale.set_replay_clock(now_ms);
+            value.sale.set_replay_clock(now_ms);
         }
-        entry.sale.clear_events();
+        value.sale.clear_events();
         // SAFETY: the key is the command's (or the timer's) own string, valid for the call.
         unsafe { signal_modified(ctx, key_name.inner) };
     }
-    arm_for_holds(ctx, key_name, entry);
+    arm_for_holds(ctx, key_name, value);
     Ok(reply)
 }
 
@@ -599,7 +570,7 @@ pub fn init(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
         Stream::open(ctx, stream)?;
     }
     let key = ctx.open_key_writable(key_name);
-    if writable_value::<SaleEntry>(&key, &SALE_TYPE)?.is_some() && !parsed.replace {
+    if writable_value::<SaleValue>(&key, &SALE_TYPE)?.is_some() && !parsed.replace {
         return Err(RedisError::Str(
             "ERR a sale already exists at this key (use REPLACE to reset it)",
         ));
@@ -622,7 +593,7 @@ pub fn init(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
     };
     let sale = Sale::new(config, random_seed())?;
     let payload = encoding::encode_sale(&sale);
-    set_sale(&key, SaleEntry::new(sale))?;
+    set_sale(&key, SaleValue::new(sale))?;
     // The seed is random: replicas get the sale itself, not the command.
     replicate_restore(
         ctx,
@@ -689,9 +660,9 @@ pub fn transfers(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisRes
             .flat_map(|t| {
                 [
                     RedisValue::StringBuffer(t.id.to_vec()),
-                    int(t.units),
+                    integer(t.units),
                     RedisValue::StringBuffer(t.to.to_vec()),
-                    int(now.saturating_sub(t.started_ms)),
+                    integer(now.saturating_sub(t.started_ms)),
                 ]
             })
             .collect();
@@ -720,12 +691,12 @@ fn read_sale<R>(
     read: impl FnOnce(&Sale, u64) -> R,
 ) -> Result<R, RedisError> {
     let key = ctx.open_key(key_name);
-    let entry = readable_value::<SaleEntry>(&key, &SALE_TYPE)?.ok_or_else(no_sale)?;
-    Ok(read(&entry.sale, now_ms()))
+    let value = readable_value::<SaleValue>(&key, &SALE_TYPE)?.ok_or_else(no_sale)?;
+    Ok(read(&value.sale, now_ms()))
 }
 
 fn optional_ms(ms: Option<u64>) -> RedisValue {
-    int(ms.unwrap_or(0))
+    integer(ms.unwrap_or(0))
 }
 
 /// SECKILL.INFO key
@@ -742,30 +713,30 @@ pub fn info(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
         let manifest = partition.map_or(RedisValue::Null, |p| {
             RedisValue::StringBuffer(p.manifest.clone())
         });
-        let partition_index = partition.map_or(RedisValue::Null, |p| int(p.index));
+        let partition_index = partition.map_or(RedisValue::Null, |p| integer(p.index));
         fields_reply(
             ctx,
             vec![
-                ("stock", int(s.stock)),
-                ("remaining", int(s.remaining)),
-                ("sold", int(s.sold)),
-                ("buyers", int(s.buyers)),
-                ("limit", int(s.limit)),
+                ("stock", integer(s.stock)),
+                ("remaining", integer(s.remaining)),
+                ("sold", integer(s.sold)),
+                ("buyers", integer(s.buyers)),
+                ("limit", integer(s.limit)),
                 ("sold_out", RedisValue::Bool(s.sold_out)),
-                ("held", int(s.held)),
+                ("held", integer(s.held)),
                 ("start", optional_ms(s.start_ms)),
                 ("end", optional_ms(s.end_ms)),
                 ("hold", optional_ms(s.hold_ms)),
-                ("restocked", int(s.restocked)),
-                ("refunded", int(s.refunded)),
+                ("restocked", integer(s.restocked)),
+                ("refunded", integer(s.refunded)),
                 ("events", events),
-                ("lent", int(s.lent)),
-                ("absorbed", int(s.absorbed)),
-                ("pending_out", int(s.pending_out)),
+                ("lent", integer(s.lent)),
+                ("absorbed", integer(s.absorbed)),
+                ("pending_out", integer(s.pending_out)),
                 ("maxlen", optional_ms(sale.config().events_maxlen)),
                 ("manifest", manifest),
                 ("partition", partition_index),
-                ("partitions", int(partition.map_or(0, |p| p.count))),
+                ("partitions", integer(partition.map_or(0, |p| p.count))),
                 ("sealed", RedisValue::Bool(s.sealed)),
             ],
         )
@@ -775,7 +746,7 @@ pub fn info(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
 /// SECKILL.BOUGHT key user
 pub fn bought(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
     let user = args::user_only(rest)?;
-    read_sale(ctx, key_name, |sale, now| int(sale.bought(user, now)))
+    read_sale(ctx, key_name, |sale, now| integer(sale.bought(user, now)))
 }
 
 /// SECKILL.BUYERS key cursor [COUNT n]: under RESP2 the rows are one flat
@@ -788,7 +759,7 @@ pub fn buyers(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult
         let row = |(user, qty, state): BuyerRow| {
             [
                 ("user", RedisValue::StringBuffer(user.to_vec())),
-                ("qty", int(qty)),
+                ("qty", integer(qty)),
                 ("state", RedisValue::BulkString(state.name().to_string())),
             ]
         };
@@ -823,12 +794,12 @@ pub fn restore(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResul
     )?;
     if let Some(sale) = restored {
         let key = ctx.open_key_writable(key_name);
-        writable_value::<SaleEntry>(&key, &SALE_TYPE)?;
-        set_sale(&key, SaleEntry::new(sale))?;
+        writable_value::<SaleValue>(&key, &SALE_TYPE)?;
+        set_sale(&key, SaleValue::new(sale))?;
         // SAFETY: the key is the command's own argument, valid for the whole call.
         unsafe { signal_modified(ctx, key_name.inner) };
-        let entry = writable_value::<SaleEntry>(&key, &SALE_TYPE)?.expect("sale just stored");
-        arm_for_holds(ctx, key_name, entry);
+        let value = writable_value::<SaleValue>(&key, &SALE_TYPE)?.expect("sale just stored");
+        arm_for_holds(ctx, key_name, value);
     }
     ctx.replicate_verbatim();
     Ok(RedisValue::SimpleStringStatic("OK"))
@@ -847,7 +818,7 @@ mod tests {
             ("NOT_STARTED", NOT_STARTED),
             ("ENDED", ENDED),
             ("DRAINED", DRAINED),
-            ("MAX_PARTITIONS", crate::core::sale::MAX_PARTITIONS as i64),
+            ("MAX_PARTITIONS", crate::logic::sale::MAX_PARTITIONS as i64),
         ];
         let rows: Vec<(&str, i64)> = table
             .lines()

@@ -4,11 +4,11 @@
 //! Every version ever written must keep decoding: bump the version for a new layout, keep the
 //! old decoder, and add a fixture under `tests/fixtures/`.
 
-use crate::core::buyers::Entry;
-use crate::core::buyers::{get_varint, put_varint};
-use crate::core::escrow::{Ledger, Leg, Transfer};
-use crate::core::lock::{Holder, Lock};
-use crate::core::sale::{Partition, Sale, SaleConfig, SaleTotals};
+use crate::logic::buyers::Entry;
+use crate::logic::buyers::{get_varint, put_varint};
+use crate::logic::escrow::{Ledger, Leg, Transfer};
+use crate::logic::lock::{Holder, Lock};
+use crate::logic::sale::{Partition, Sale, SaleConfig, SaleTotals};
 use std::num::NonZeroU64;
 
 pub const SALE_VERSION: u32 = 7;
@@ -428,8 +428,8 @@ pub fn decode_lock(bytes: &[u8], version: u32) -> Decoded<Lock> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::escrow::LEGACY_SETTLED;
-    use crate::core::sale::{SaleError, TryOutcome};
+    use crate::logic::escrow::LEGACY_SETTLED;
+    use crate::logic::sale::{SaleError, TryOutcome};
 
     const T0: u64 = 1_700_000_000_000;
 
@@ -437,7 +437,7 @@ mod tests {
     fn fixture_lock() -> Lock {
         // Written by module 0.2, whose fences were a plain counter.
         let mut lock = Lock::default();
-        lock.set_fence_mode(crate::core::lock::FenceMode::Counter);
+        lock.set_fence_mode(crate::logic::lock::FenceMode::Counter);
         lock.acquire(b"tok-1", 1_000, 1_700_000_000_000);
         lock.release(b"tok-1", 1_700_000_000_001);
         lock.acquire(b"tok-2", 30_000, 1_700_000_000_002);

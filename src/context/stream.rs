@@ -4,8 +4,9 @@
 //! and a replica (or the AOF) writes the same entries with those IDs and trims to that length,
 //! so both hold the same stream byte for byte.
 
-use super::{TempStrings, Words, notify, signal_modified};
-use crate::core::sale::EventKind;
+use super::keyspace::{notify, signal_modified};
+use super::strings::{StaticStrings, TempStrings};
+use crate::logic::sale::EventKind;
 use redis_module::{Context, RedisError, raw};
 use std::os::raw::{c_int, c_longlong};
 use std::ptr::null_mut;
@@ -36,7 +37,7 @@ const EVENT_KINDS: [EventKind; 7] = [
 ];
 
 /// The field names (in [`Field`] order), then the event kinds' names (in `EVENT_KINDS` order).
-static WORDS: Words<{ MAX_FIELDS + EVENT_KINDS.len() }> = Words::new([
+static WORDS: StaticStrings<{ MAX_FIELDS + EVENT_KINDS.len() }> = StaticStrings::new([
     "event",
     "user",
     "qty",
@@ -113,7 +114,7 @@ impl<'c> Stream<'c> {
             argv[2 * i] = WORDS.get(*field as usize);
             argv[2 * i + 1] = match value {
                 Value::Bytes(bytes) => values.bytes(bytes),
-                Value::Int(n) => values.int(*n),
+                Value::Int(n) => values.integer(*n),
                 Value::Kind(kind) => {
                     let at = EVENT_KINDS.iter().position(|k| k == kind);
                     WORDS.get(MAX_FIELDS + at.expect("every kind is listed"))

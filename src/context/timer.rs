@@ -1,20 +1,22 @@
 //! The one timer each key keeps for its next deadline (a lock's handoff, a sale's earliest
-//! hold expiry), following [`crate::core::alarm::plan`]. Timers are created and stopped through
+//! hold expiry), following [`crate::logic::alarm::plan`]. Timers are created and stopped through
 //! the raw API, wrapped here once: the crate's `stop_timer` frees the data with another type's
 //! layout than the one it was created with.
 
-use super::{Home, now_ms, timer_delay};
-use crate::core::alarm::{Plan, plan};
+use super::clock::now_ms;
+use super::keyspace::KeyLocation;
+use crate::logic::alarm::{Plan, plan};
 use crate::stats;
 use redis_module::{Context, raw};
 use std::os::raw::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 /// What a timer tells its callback when it fires.
 pub struct Fired {
     /// The key the timer was armed for (a RENAME or MOVE since then leaves it stale).
-    pub home: Home,
+    pub home: KeyLocation,
     /// Which arming this is, so a key recognises its own timer.
     pub seq: u64,
 }
@@ -25,7 +27,7 @@ struct Armed {
     id: raw::RedisModuleTimerID,
     seq: u64,
     due: u64,
-    home: Home,
+    home: KeyLocation,
 }
 
 /// A key's timer, kept in the value it serves.
@@ -77,7 +79,7 @@ impl KeyTimer {
             Plan::Arm(due) => {
                 self.stop(ctx);
                 let seq = NEXT_SEQ.fetch_add(1, Ordering::Relaxed);
-                let home = Home::new(db, key);
+                let home = KeyLocation::new(db, key);
                 let data = Box::new(TimerData {
                     fired: Fired {
                         home: home.clone(),
@@ -127,4 +129,14 @@ impl KeyTimer {
             stats::TIMERS.down();
         }
     }
+}
+
+/// Longest single timer: Redis adds the delay to its microsecond clock, and a deadline near
+/// i64::MAX ms would overflow there and fire at once, forever. A timer that fires early just
+/// arms the next one.
+const LONGEST_TIMER_MS: u64 = 24 * 60 * 60 * 1000;
+
+/// The delay of a timer due at `due_at_ms`, at least 1 ms and at most a day.
+pub fn timer_delay(due_at_ms: u64, now_ms: u64) -> Duration {
+    Duration::from_millis(due_at_ms.saturating_sub(now_ms).clamp(1, LONGEST_TIMER_MS))
 }

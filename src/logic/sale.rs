@@ -923,7 +923,7 @@ impl Sale {
     pub fn memory_bytes(&self) -> usize {
         std::mem::size_of::<Sale>()
             + self.buyers.heap_bytes()
-            + crate::core::buyers::allocated(self.holds.capacity() * 16)
+            + crate::logic::buyers::allocated(self.holds.capacity() * 16)
             + self.ledger.heap_bytes()
             + self.config.events.as_ref().map_or(0, Vec::capacity)
             + self.events.capacity() * std::mem::size_of::<SaleEvent>()
@@ -933,7 +933,7 @@ impl Sale {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::escrow::MAX_TRANSFER_ID;
+    use crate::logic::escrow::MAX_TRANSFER_ID;
 
     const T0: u64 = 1_700_000_000_000;
 
