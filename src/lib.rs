@@ -5,7 +5,6 @@
 
 pub mod alloc;
 pub mod args;
-pub mod command_docs;
 pub mod commands;
 pub mod config;
 pub mod context;
@@ -19,68 +18,12 @@ pub mod build_info {
     include!(concat!(env!("OUT_DIR"), "/build_info.rs"));
 }
 
-use commands::{lock, sale};
+use commands::sale;
 use redis_module::raw;
 use redis_module::{Context, InfoContext, RedisResult, RedisString, Status, redis_module};
 use std::os::raw::c_int;
 use types::lock::LOCK_TYPE;
 use types::sale::SALE_TYPE;
-
-/// Every command: name, body, flags. All take exactly one key, at argv[1].
-macro_rules! commands {
-    ($([$name:literal, $handler:path, $flags:literal]),* $(,)?) => {
-        fn register_commands(ctx: &Context) -> Status {
-            $({
-                extern "C" fn entry(
-                    ctx: *mut raw::RedisModuleCtx,
-                    argv: *mut *mut raw::RedisModuleString,
-                    argc: c_int,
-                ) -> c_int {
-                    unsafe { commands::dispatch(ctx, argv, argc, $handler) }
-                }
-                let created = unsafe {
-                    raw::RedisModule_CreateCommand.expect("CreateCommand")(
-                        ctx.ctx,
-                        concat!($name, "\0").as_ptr().cast(),
-                        Some(entry),
-                        concat!($flags, "\0").as_ptr().cast(),
-                        1,
-                        1,
-                        1,
-                    )
-                };
-                if created != raw::REDISMODULE_OK as c_int {
-                    ctx.log_warning(concat!("seckill: cannot register ", $name));
-                    return Status::Err;
-                }
-            })*
-            Status::Ok
-        }
-    };
-}
-
-commands! {
-    ["seckill.init", sale::init, "write deny-oom"],
-    ["seckill.try", sale::try_buy, "write deny-oom fast"],
-    ["seckill.info", sale::info, "readonly fast"],
-    ["seckill.bought", sale::bought, "readonly fast"],
-    ["seckill.confirm", sale::confirm, "write fast"],
-    ["seckill.cancel", sale::cancel, "write fast"],
-    ["seckill.restock", sale::restock, "write deny-oom fast"],
-    ["seckill.buyers", sale::buyers, "readonly"],
-    ["seckill.lend", sale::lend, "write deny-oom fast"],
-    ["seckill.absorb", sale::absorb, "write deny-oom fast"],
-    ["seckill.settle", sale::settle, "write fast"],
-    ["seckill.transfers", sale::transfers, "readonly"],
-    ["seckill.seal", sale::seal, "write fast"],
-    ["seckill._restore", sale::restore, "write deny-oom"],
-    ["seckill._replay", sale::replay, "write"],
-    ["lock.acquire", lock::acquire, "write deny-oom blocking"],
-    ["lock.release", lock::release, "write fast"],
-    ["lock.extend", lock::extend, "write fast"],
-    ["lock.info", lock::info, "readonly fast"],
-    ["lock._restore", lock::restore, "write deny-oom"],
-}
 
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     // HANDLE_IO_ERRORS: a corrupt or short RDB payload fails the load (RESTORE replies an
@@ -108,11 +51,10 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         ctx.log_warning("seckill: cannot follow SWAPDB");
         return Status::Err;
     }
-    let category = command_docs::add_acl_category(ctx);
-    if register_commands(ctx) == Status::Err {
-        return Status::Err;
-    }
-    match command_docs::describe(ctx, category) {
+    let category = context::command_info::add_acl_category(ctx);
+    let registered = commands::register(ctx)
+        .and_then(|()| context::command_info::describe(ctx, category, commands::documented()));
+    match registered {
         Ok(()) => Status::Ok,
         Err(e) => {
             ctx.log_warning(&format!("seckill: {e}"));

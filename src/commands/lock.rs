@@ -1,11 +1,12 @@
 //! LOCK.* commands: the lock core plus blocking waiters, the handoff timer and replication of
 //! effects (absolute expiry and fence, never the clock-dependent command).
 
-use super::Args;
 use super::internal::restored_value;
+use super::{Args, Command};
 use crate::args;
 use crate::context::blocked::{self, Gone, WaiterId};
 use crate::context::clock::now_ms;
+use crate::context::command_info::{Access, Doc, KEY, Kind, arg, option};
 use crate::context::keyspace::{
     KeyLocation, in_db, notify, readable_value, selected_db, signal_modified, writable_value,
 };
@@ -119,6 +120,25 @@ fn on_waiter_gone(ctx: &Context, id: WaiterId, why: Gone) {
     });
 }
 
+pub const ACQUIRE: Command = Command {
+    name: c"lock.acquire",
+    flags: c"write deny-oom blocking",
+    handler: acquire,
+    doc: Some(Doc {
+            summary: c"Takes the lock for `token` for `ttl_ms` (or renews it for its holder), waiting up to WAIT ms in the server. Replies the fencing token, or nil.",
+            complexity: c"O(1), O(W) in waiters to queue",
+            since: c"0.1.0",
+            access: Access::Write,
+            inserts_after: None,
+            args: &[
+                KEY,
+                arg(c"token", Kind::Text),
+                arg(c"ttl_ms", Kind::Integer),
+                option(c"WAIT", c"timeout_ms", Kind::Integer),
+            ],
+        }),
+};
+
 /// LOCK.ACQUIRE key token ttl_ms [WAIT timeout_ms]
 pub fn acquire(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
     let parsed = args::acquire(rest)?;
@@ -153,6 +173,20 @@ pub fn acquire(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResul
     Ok(reply.expect("acquire creates the lock"))
 }
 
+pub const RELEASE: Command = Command {
+    name: c"lock.release",
+    flags: c"write fast",
+    handler: release,
+    doc: Some(Doc {
+            summary: c"Releases the lock if `token` holds it, handing it to the first waiter. Replies 1, or 0 if another holds it.",
+            complexity: c"O(1)",
+            since: c"0.1.0",
+            access: Access::Write,
+            inserts_after: None,
+            args: &[KEY, arg(c"token", Kind::Text)],
+        }),
+};
+
 /// LOCK.RELEASE key token
 pub fn release(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
     let token = args::token_only(rest)?;
@@ -162,6 +196,24 @@ pub fn release(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResul
     Ok(integer(u64::from(released.unwrap_or(false))))
 }
 
+pub const EXTEND: Command = Command {
+    name: c"lock.extend",
+    flags: c"write fast",
+    handler: extend,
+    doc: Some(Doc {
+        summary: c"Sets a new TTL if `token` holds the lock. Replies 1, or 0.",
+        complexity: c"O(1)",
+        since: c"0.1.0",
+        access: Access::Write,
+        inserts_after: None,
+        args: &[
+            KEY,
+            arg(c"token", Kind::Text),
+            arg(c"ttl_ms", Kind::Integer),
+        ],
+    }),
+};
+
 /// LOCK.EXTEND key token ttl_ms
 pub fn extend(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
     let (token, ttl_ms) = args::extend(rest)?;
@@ -170,6 +222,20 @@ pub fn extend(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult
     })?;
     Ok(integer(u64::from(extended.unwrap_or(false))))
 }
+
+pub const INFO: Command = Command {
+    name: c"lock.info",
+    flags: c"readonly fast",
+    handler: info,
+    doc: Some(Doc {
+        summary: c"Returns a lock's owner, TTL, last fence and waiters.",
+        complexity: c"O(1)",
+        since: c"0.1.0",
+        access: Access::Read,
+        inserts_after: None,
+        args: &[KEY],
+    }),
+};
 
 /// LOCK.INFO key: read-only, so a replica shows its master's state as of now.
 pub fn info(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
@@ -200,6 +266,13 @@ pub fn info(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
         ],
     ))
 }
+
+pub const RESTORE: Command = Command {
+    name: c"lock._restore",
+    flags: c"write deny-oom",
+    handler: restore,
+    doc: None,
+};
 
 /// LOCK._RESTORE key version payload: the replicated and AOF form of every lock change.
 pub fn restore(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {

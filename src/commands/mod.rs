@@ -6,8 +6,10 @@ pub mod lock;
 pub mod sale;
 
 use crate::args::ArgError;
+use crate::context::command_info::{Doc, create_command};
 use crate::context::strings::string_bytes;
 use redis_module::{Context, RedisError, RedisResult, RedisString, raw};
+use std::ffi::CStr;
 use std::mem::ManuallyDrop;
 use std::os::raw::c_int;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -23,6 +25,70 @@ impl From<ArgError> for RedisError {
 
 /// A command body: the key and the arguments after it.
 pub type Handler = fn(&Context, &RedisString, &Args) -> RedisResult;
+
+/// One command: its name, flags and handler, side by side with what `COMMAND DOCS` says of it.
+/// Each is declared beside its handler; [`ALL`] lists them.
+pub struct Command {
+    pub name: &'static CStr,
+    /// `RM_CreateCommand`'s flags.
+    pub flags: &'static CStr,
+    pub handler: Handler,
+    /// `None` for the internal commands: no docs, and out of the `seckill` ACL category
+    /// (`+@seckill` must not grant them).
+    pub doc: Option<Doc>,
+}
+
+macro_rules! command_table {
+    ($($command:path),* $(,)?) => {
+        /// Every command the module registers, in order.
+        pub const ALL: &[&Command] = &[$(&$command),*];
+
+        /// Creates every command. Each gets a C entry point of its own that calls [`dispatch`]
+        /// with its handler directly, so no call looks anything up.
+        pub fn register(ctx: &Context) -> Result<(), String> {
+            $({
+                extern "C" fn entry(
+                    ctx: *mut raw::RedisModuleCtx,
+                    argv: *mut *mut raw::RedisModuleString,
+                    argc: c_int,
+                ) -> c_int {
+                    unsafe { dispatch(ctx, argv, argc, $command.handler) }
+                }
+                create_command(ctx, $command.name, $command.flags, entry)?;
+            })*
+            Ok(())
+        }
+    };
+}
+
+command_table![
+    sale::INIT,
+    sale::TRY,
+    sale::INFO,
+    sale::BOUGHT,
+    sale::CONFIRM,
+    sale::CANCEL,
+    sale::RESTOCK,
+    sale::BUYERS,
+    sale::LEND,
+    sale::ABSORB,
+    sale::SETTLE,
+    sale::TRANSFERS,
+    sale::SEAL,
+    sale::RESTORE,
+    sale::REPLAY,
+    lock::ACQUIRE,
+    lock::RELEASE,
+    lock::EXTEND,
+    lock::INFO,
+    lock::RESTORE,
+];
+
+/// The public commands with their docs.
+pub fn documented() -> impl Iterator<Item = (&'static CStr, &'static Doc)> + Clone {
+    ALL.iter()
+        .filter_map(|command| command.doc.as_ref().map(|doc| (command.name, doc)))
+}
 
 /// The arguments after the key: byte slices borrowed from argv (what the parsers read), and
 /// argv's own strings, which replication can reference instead of copying.
@@ -115,4 +181,35 @@ pub unsafe fn dispatch(
         other => other,
     });
     ctx.reply(result) as c_int
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::command_info::{Kind, raw_args};
+
+    #[test]
+    fn every_command_once_and_every_argument_tree_well_formed() {
+        let mut seen = std::collections::HashSet::new();
+        for command in ALL {
+            assert!(seen.insert(command.name), "{:?} twice", command.name);
+            let internal = command.name.to_bytes().contains(&b'_');
+            assert_eq!(command.doc.is_none(), internal, "{:?}", command.name);
+        }
+        for (name, doc) in documented() {
+            assert!(matches!(doc.args.first().map(|a| a.kind), Some(Kind::Key)));
+            let mut keep = Vec::new();
+            let mut keys = 0;
+            raw_args(doc.args, &mut keys, &mut keep);
+            let want = 1 + i32::from(doc.inserts_after.is_some());
+            assert_eq!(keys, want, "{name:?}: one key spec per key argument");
+            for a in doc.args {
+                assert!(
+                    !matches!(a.kind, Kind::Block) || !a.subargs.is_empty(),
+                    "{:?}",
+                    a.name
+                );
+            }
+        }
+    }
 }

@@ -4,6 +4,7 @@
 
 pub mod blocked;
 pub mod clock;
+pub mod command_info;
 pub mod keyspace;
 pub mod replication;
 pub mod reply;
