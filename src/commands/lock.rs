@@ -100,7 +100,7 @@ fn on_handoff_timer(ctx: &Context, fired: Fired) {
         let key_name = ctx.create_string(fired.home.key.as_slice());
         let _ = with_lock(ctx, &key_name, false, |_, value| {
             value.timer.fired(&fired);
-            value.lock.settle(now_ms());
+            value.lock.expire_due(now_ms());
         });
     });
 }

@@ -13,7 +13,7 @@
 //!
 //! Memory: each transfer id costs its length plus a few dozen bytes on each side, for as long
 //! as the sale can still move stock; once the sale's END has passed, no transfer can start or
-//! be absorbed any more, so every finished id is dropped (see `Sale::settle`). A sale without
+//! be absorbed any more, so every finished id is dropped (see `Sale::expire_due`). A sale without
 //! END keeps them: one per transfer, never per buyer, and a transfer moves at least one unit
 //! (`ABSORB` takes n >= 1), so there are at most as many as units absorbed.
 

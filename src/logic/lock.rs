@@ -153,7 +153,7 @@ impl Lock {
 
     /// Drops an expired holder and hands a free lock to the first waiter. Every operation
     /// starts here, so an expired lock is free even when no timer has run yet.
-    pub fn settle(&mut self, now_ms: u64) {
+    pub fn expire_due(&mut self, now_ms: u64) {
         if self.holder.is_some() && self.holder(now_ms).is_none() {
             self.holder = None;
             self.events.push(LockEvent::Expired);
@@ -170,7 +170,7 @@ impl Lock {
     }
 
     pub fn acquire(&mut self, token: &[u8], ttl_ms: u64, now_ms: u64) -> AcquireOutcome {
-        self.settle(now_ms);
+        self.expire_due(now_ms);
         match &mut self.holder {
             None => AcquireOutcome::Acquired {
                 fence: self.issue(token.to_vec(), ttl_ms, now_ms),
@@ -210,18 +210,18 @@ impl Lock {
 
     /// True if `token` held the lock; the next waiter (if any) then gets it.
     pub fn release(&mut self, token: &[u8], now_ms: u64) -> bool {
-        self.settle(now_ms);
+        self.expire_due(now_ms);
         if !self.held_by(token, now_ms) {
             return false;
         }
         self.holder = None;
-        self.settle(now_ms);
+        self.expire_due(now_ms);
         true
     }
 
     /// True if `token` holds the lock; it then expires at `now_ms + ttl_ms`.
     pub fn extend(&mut self, token: &[u8], ttl_ms: u64, now_ms: u64) -> bool {
-        self.settle(now_ms);
+        self.expire_due(now_ms);
         match &mut self.holder {
             Some(h) if h.token == token => {
                 h.expires_at_ms = now_ms.saturating_add(ttl_ms);
@@ -421,13 +421,13 @@ mod tests {
     }
 
     #[test]
-    fn expiry_hands_over_on_settle() {
+    fn expiry_hands_over_at_expire_due() {
         let mut lock = counter_lock();
         lock.acquire(b"a", 100, 0);
         lock.enqueue(waiter(1, b"w", 30));
-        lock.settle(99);
+        lock.expire_due(99);
         assert!(lock.drain_events().is_empty());
-        lock.settle(100);
+        lock.expire_due(100);
         assert_eq!(
             lock.drain_events(),
             vec![
@@ -567,7 +567,7 @@ mod tests {
                 now = now.max(at);
                 if timer == Some(at) {
                     timer = None;
-                    lock.settle(now);
+                    lock.expire_due(now);
                 } else {
                     let (id, _) = *blocked.iter().find(|&&(_, t)| t == at).unwrap();
                     blocked.retain(|&(i, _)| i != id);

@@ -158,7 +158,7 @@ fn apply(sale: &mut Sale, op: &Op, now_ms: u64) -> RedisResult {
             integer(u64::from(sealed))
         }
         Op::Expire => {
-            sale.settle(now_ms);
+            sale.expire_due(now_ms);
             RedisValue::Null
         }
     })

@@ -1,52 +1,129 @@
 //! Holds: the deadline of every unconfirmed purchase, and their expiry back to stock.
 
 use super::{EventKind, Sale};
-use crate::logic::buyers::Slot;
+use crate::logic::buyers::{Buyers, Slot};
+use std::collections::VecDeque;
 
-impl Sale {
-    /// When the earliest live hold expires.
-    pub fn next_expiry(&self) -> Option<u64> {
-        self.holds.front().map(|&(at, _)| at)
+/// Every live hold's `(deadline, record)`, in deadline order, plus stale ones: a confirm or
+/// cancel leaves its hold's item behind, and an item counts only while its record still holds
+/// units under that deadline (the sale tells, see [`Sale::is_live`]). Deadlines are
+/// `now + HOLD`, so they come in order and a purchase appends one in O(1); the sale keeps the
+/// front live.
+/// Generic over the record handle only so that its tests need no buyer table.
+#[derive(Clone, Debug)]
+pub struct HoldQueue<R = Slot> {
+    items: VecDeque<(u64, R)>,
+}
+
+impl<R> Default for HoldQueue<R> {
+    fn default() -> Self {
+        HoldQueue {
+            items: VecDeque::new(),
+        }
+    }
+}
+
+impl<R: Copy + Ord> HoldQueue<R> {
+    /// A queue of `items` already in deadline order (a decoded sale's holds, sorted).
+    pub fn from_sorted(items: Vec<(u64, R)>) -> HoldQueue<R> {
+        debug_assert!(items.is_sorted());
+        HoldQueue {
+            items: items.into(),
+        }
     }
 
-    /// Whether the hold item `(at, slot)` still stands for units held until `at`.
-    pub(super) fn is_live(&self, at: u64, slot: Slot) -> bool {
-        let entry = self.buyers.entry(slot).1;
-        entry.held_qty > 0 && entry.expires_at_ms == at
+    /// The front item's deadline.
+    pub fn next_deadline(&self) -> Option<u64> {
+        self.items.front().map(|&(at, _)| at)
+    }
+
+    /// Whether the front item is due at `now_ms`.
+    pub fn is_due(&self, now_ms: u64) -> bool {
+        self.next_deadline().is_some_and(|at| at <= now_ms)
     }
 
     /// Queues a new hold's deadline. Deadlines arrive in order unless the clock went back;
     /// then the item goes where its deadline belongs, still near the back for a small step.
-    pub(super) fn queue_hold(&mut self, at: u64, slot: Slot) {
-        match self.holds.back() {
+    pub fn push(&mut self, at: u64, slot: R) {
+        match self.items.back() {
             Some(&(last, _)) if last > at => {
-                let place = self.holds.partition_point(|&(queued, _)| queued <= at);
-                self.holds.insert(place, (at, slot));
+                let place = self.items.partition_point(|&(queued, _)| queued <= at);
+                self.items.insert(place, (at, slot));
             }
-            _ => self.holds.push_back((at, slot)),
+            _ => self.items.push_back((at, slot)),
         }
     }
 
-    /// Drops the stale items at the front, so that the front is the next hold to expire.
-    pub(super) fn drop_stale_holds(&mut self) {
-        while let Some(&(at, slot)) = self.holds.front()
-            && !self.is_live(at, slot)
-        {
-            self.holds.pop_front();
+    /// Takes the front item if it is due at `now_ms`.
+    pub fn pop_due(&mut self, now_ms: u64) -> Option<(u64, R)> {
+        if self.is_due(now_ms) {
+            self.items.pop_front()
+        } else {
+            None
         }
+    }
+
+    /// Drops the items at the front that `is_live` says are stale, so that the front is the
+    /// next hold to expire.
+    pub fn drop_stale(&mut self, is_live: impl Fn(u64, R) -> bool) {
+        while let Some(&(at, slot)) = self.items.front()
+            && !is_live(at, slot)
+        {
+            self.items.pop_front();
+        }
+    }
+
+    /// Every item, in deadline order.
+    pub fn iter(&self) -> impl Iterator<Item = &(u64, R)> {
+        self.items.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Bytes the queue holds on the heap.
+    pub fn heap_bytes(&self) -> usize {
+        self.items.capacity() * std::mem::size_of::<(u64, R)>()
+    }
+}
+
+/// Whether record `slot` still holds units until `at`.
+fn is_live(buyers: &Buyers, at: u64, slot: Slot) -> bool {
+    let entry = buyers.entry(slot).1;
+    entry.held_qty > 0 && entry.expires_at_ms == at
+}
+
+impl Sale {
+    /// When the earliest live hold expires.
+    pub fn next_expiry(&self) -> Option<u64> {
+        self.holds.next_deadline()
+    }
+
+    /// Whether the hold item `(at, slot)` still stands for units held until `at`.
+    pub(super) fn is_live(&self, at: u64, slot: Slot) -> bool {
+        is_live(&self.buyers, at, slot)
+    }
+
+    /// Drops the stale holds at the front of the queue.
+    pub(super) fn drop_stale_holds(&mut self) {
+        let buyers = &self.buyers;
+        self.holds.drop_stale(|at, slot| is_live(buyers, at, slot));
     }
 
     /// Returns the units of every hold due at `now_ms` to stock; once the sale has ended,
-    /// forgets its finished transfers (none can be lent or absorbed again).
-    pub fn settle(&mut self, now_ms: u64) {
+    /// forgets its finished transfers (none can be lent or absorbed again). Every change runs
+    /// it first, so each sees the sale as of its own clock.
+    pub fn expire_due(&mut self, now_ms: u64) {
         if self.has_ended(now_ms) {
             self.changed |= self.ledger.forget_finished();
         }
         let mut popped = false;
-        while let Some(&(at, slot)) = self.holds.front()
-            && at <= now_ms
-        {
-            self.holds.pop_front();
+        while let Some((at, slot)) = self.holds.pop_due(now_ms) {
             popped = true;
             if !self.is_live(at, slot) {
                 continue;
@@ -64,11 +141,10 @@ impl Sale {
         }
     }
 
-    /// Whether [`Sale::settle`] at `now_ms` would change anything: it must look at what
-    /// `settle` does, or a TRY called unchanged could change the sale without its stream.
-    pub(super) fn settle_due(&self, now_ms: u64) -> bool {
-        (self.has_ended(now_ms) && self.ledger.has_finished())
-            || self.holds.front().is_some_and(|&(at, _)| at <= now_ms)
+    /// Whether [`Sale::expire_due`] at `now_ms` would change anything: it must look at what
+    /// `expire_due` does, or a TRY called unchanged could change the sale without its stream.
+    pub(super) fn anything_due(&self, now_ms: u64) -> bool {
+        (self.has_ended(now_ms) && self.ledger.has_finished()) || self.holds.is_due(now_ms)
     }
 }
 
@@ -118,7 +194,7 @@ mod tests {
         let order = sale.buyers().find(b"a").unwrap().1.order;
         assert_eq!(sale.next_expiry(), Some(T0 + 100));
         assert_eq!(sale.holds.len(), 1);
-        sale.settle(T0 + 100);
+        sale.expire_due(T0 + 100);
         assert_eq!(sale.bought(b"a", T0 + 100), 0);
         assert_eq!(
             sale.events().last().map(|e| (e.qty, e.order)),
@@ -131,13 +207,13 @@ mod tests {
     }
 
     #[test]
-    fn settle_expires_only_due_holds_in_expiry_order() {
+    fn expire_due_takes_only_due_holds_in_deadline_order() {
         let mut sale = held(10, 1, 100);
         for (i, user) in [b"a", b"b", b"c"].iter().enumerate() {
             sale.try_buy(*user, 1, T0 + 10 * i as u64).unwrap();
         }
         sale.clear_events();
-        sale.settle(T0 + 115);
+        sale.expire_due(T0 + 115);
         let expired: Vec<u64> = sale.events().iter().map(|e| e.order).collect();
         assert_eq!(expired, vec![1, 2]);
         assert_eq!(sale.next_expiry(), Some(T0 + 120));
@@ -161,7 +237,7 @@ mod tests {
         );
         assert_invariants(&sale);
         sale.clear_events();
-        sale.settle(T0 + 102);
+        sale.expire_due(T0 + 102);
         assert_eq!(kinds(&sale), vec![(EventKind::Expire, 1, 8)]);
         assert_eq!(sale.next_expiry(), Some(T0 + 103));
         assert_invariants(&sale);
@@ -183,7 +259,7 @@ mod tests {
         let due = sale.summary(T0 + 100);
         assert_eq!((due.remaining, due.held, due.buyers), (10, 0, 0));
         sale.clear_events();
-        sale.settle(T0 + 100);
+        sale.expire_due(T0 + 100);
         assert_eq!(
             kinds(&sale),
             vec![(EventKind::Expire, 1, 9), (EventKind::Expire, 1, 10)]
@@ -203,7 +279,7 @@ mod tests {
         assert_eq!(sale.next_expiry(), Some(T0 + 100));
         assert_invariants(&sale);
         sale.clear_events();
-        sale.settle(T0 + 155);
+        sale.expire_due(T0 + 155);
         let users: Vec<&[u8]> = sale
             .events()
             .iter()
@@ -212,5 +288,33 @@ mod tests {
         assert_eq!(users, vec![&b"d"[..], b"a", b"c"]);
         assert_eq!(sale.next_expiry(), Some(T0 + 160));
         assert_invariants(&sale);
+    }
+
+    #[test]
+    fn the_queue_keeps_deadline_order_and_drops_only_stale_fronts() {
+        let mut queue: HoldQueue<u32> = HoldQueue::default();
+        assert_eq!(
+            (queue.next_deadline(), queue.is_due(u64::MAX)),
+            (None, false)
+        );
+        for (at, slot) in [(10, 1), (20, 2), (20, 3), (15, 4), (30, 5)] {
+            queue.push(at, slot);
+        }
+        let order: Vec<_> = queue.iter().copied().collect();
+        assert_eq!(order, vec![(10, 1), (15, 4), (20, 2), (20, 3), (30, 5)]);
+        assert_eq!(queue.pop_due(9), None);
+        assert_eq!(queue.pop_due(10), Some((10, 1)));
+        assert!(queue.is_due(15) && !queue.is_due(14));
+        queue.drop_stale(|_, slot| slot != 4 && slot != 2);
+        assert_eq!(queue.next_deadline(), Some(20));
+        assert_eq!(queue.len(), 2, "a live front stops the dropping");
+        assert!(queue.heap_bytes() >= 2 * 16);
+        let sorted: HoldQueue<u32> = HoldQueue::from_sorted(vec![(1, 1), (2, 2)]);
+        let mut sorted = sorted;
+        assert_eq!(
+            (sorted.pop_due(5), sorted.pop_due(5), sorted.pop_due(5)),
+            (Some((1, 1)), Some((2, 2)), None)
+        );
+        assert!(sorted.is_empty());
     }
 }

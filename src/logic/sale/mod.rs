@@ -16,13 +16,13 @@ mod purchase;
 mod report;
 mod transfers;
 
+pub use holds::HoldQueue;
 pub use ids::next_entry_id;
 pub use purchase::TryOutcome;
 pub use report::{BuyerRow, BuyerState, SaleSummary};
 
 use super::buyers::{Buyers, Entry, Layout, Slot};
 use super::escrow::Ledger;
-use std::collections::VecDeque;
 /// Largest stock, limit or quantity: Redis integers are signed 64-bit.
 pub const MAX_UNITS: u64 = i64::MAX as u64;
 
@@ -148,11 +148,8 @@ pub struct Sale {
     held: u64,
     sold: u64,
     buyers: Buyers,
-    /// Every live hold's `(deadline, slot)`, in deadline order, plus stale ones: a confirm or
-    /// cancel leaves its hold's item behind, and an item counts only while its record still
-    /// holds units under that deadline (see [`Sale::is_live`]). Deadlines are `now + HOLD`,
-    /// so they come in order and a purchase appends one in O(1); the front is kept live.
-    holds: VecDeque<(u64, Slot)>,
+    /// The deadline of every hold (see [`HoldQueue`]).
+    holds: HoldQueue,
     /// Stock moved to and from other sale keys.
     ledger: Ledger,
     /// Changes not yet taken by the command layer.
@@ -202,7 +199,7 @@ impl Sale {
             held: 0,
             sold: 0,
             buyers: Buyers::new(layout),
-            holds: VecDeque::new(),
+            holds: HoldQueue::default(),
             ledger: Ledger::default(),
             events: Vec::new(),
             changed: false,
@@ -270,7 +267,7 @@ impl Sale {
         sale.remaining = supply - owned;
         sale.buyers.shrink_to_fit();
         holds.sort_unstable();
-        sale.holds = holds.into();
+        sale.holds = HoldQueue::from_sorted(holds);
         Ok(sale)
     }
 
@@ -376,7 +373,7 @@ impl Sale {
     pub fn memory_bytes(&self) -> usize {
         std::mem::size_of::<Sale>()
             + self.buyers.heap_bytes()
-            + crate::logic::buyers::allocated(self.holds.capacity() * 16)
+            + crate::logic::buyers::allocated(self.holds.heap_bytes())
             + self.ledger.heap_bytes()
             + self.config.events.as_ref().map_or(0, Vec::capacity)
             + self.events.capacity() * std::mem::size_of::<SaleEvent>()
@@ -451,7 +448,7 @@ pub(crate) mod fixtures {
                 .all(|(a, b)| a.0 <= b.0),
             "in deadline order"
         );
-        if let Some(&(at, slot)) = sale.holds.front() {
+        if let Some(&(at, slot)) = sale.holds.iter().next() {
             assert!(sale.is_live(at, slot), "the front is live");
         }
     }

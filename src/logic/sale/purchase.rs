@@ -48,7 +48,7 @@ impl Sale {
     /// stream (a sold-out storm on a sale with EVENTS). `None` when the TRY may change the
     /// sale, or is refused only after a lookup (LIMIT).
     pub fn unchanged_refusal(&self, qty: u64, now_ms: u64) -> Option<TryOutcome> {
-        if self.settle_due(now_ms) {
+        if self.anything_due(now_ms) {
             return None;
         }
         self.refusal_before_lookup(qty, now_ms)
@@ -58,7 +58,7 @@ impl Sale {
     /// sold out (no buyer lookup), then the per-user limit; then the units are taken.
     pub fn try_buy(&mut self, user: &[u8], qty: u64, now_ms: u64) -> Result<TryOutcome, SaleError> {
         self.check_request(user, qty)?;
-        self.settle(now_ms);
+        self.expire_due(now_ms);
         if let Some(refusal) = self.refusal_before_lookup(qty, now_ms) {
             return Ok(refusal);
         }
@@ -97,7 +97,7 @@ impl Sale {
             None => self.buyers.insert(user, &entry),
         };
         if opens_hold {
-            self.queue_hold(entry.expires_at_ms, slot);
+            self.holds.push(entry.expires_at_ms, slot);
         }
         self.remaining -= qty;
         self.record(EventKind::Purchase, Some(slot), qty, entry.order);
@@ -115,7 +115,7 @@ impl Sale {
         if self.config.hold_ms.is_none() {
             return Err(SaleError::NoHolds);
         }
-        self.settle(now_ms);
+        self.expire_due(now_ms);
         let Some((slot, mut entry)) = self.buyers.find(user) else {
             return Ok(false);
         };
@@ -142,7 +142,7 @@ impl Sale {
         } else if user.is_empty() {
             return Err(SaleError::EmptyUser);
         }
-        self.settle(now_ms);
+        self.expire_due(now_ms);
         let Some((slot, mut entry)) = self.buyers.find(user) else {
             return Ok(0);
         };
@@ -170,7 +170,7 @@ impl Sale {
         if units == 0 || self.units_added(units).is_none() {
             return Err(SaleError::TooMuchStock);
         }
-        self.settle(now_ms);
+        self.expire_due(now_ms);
         self.totals.restocked += units;
         self.remaining += units;
         self.record(EventKind::Restock, None, units, 0);
@@ -283,7 +283,7 @@ mod tests {
         assert_eq!(ended.absorb(b"t", 1, b"{b}", T0), Ok(true));
         assert_eq!(ended.unchanged_refusal(1, T0 + 9), None);
         assert_eq!(ended.unchanged_refusal(1, T0 + 10), None);
-        ended.settle(T0 + 10);
+        ended.expire_due(T0 + 10);
         assert_eq!(ended.unchanged_refusal(1, T0 + 10), Some(TryOutcome::Ended));
     }
 
@@ -396,7 +396,7 @@ mod tests {
         assert!(sale.confirm(b"a", T0 + 99).unwrap());
         assert!(!sale.confirm(b"a", T0 + 99).unwrap(), "already final");
         assert_eq!(sale.next_expiry(), None);
-        sale.settle(T0 + 1_000_000);
+        sale.expire_due(T0 + 1_000_000);
         assert_eq!(
             sale.bought(b"a", T0 + 1_000_000),
             1,
@@ -425,7 +425,7 @@ mod tests {
             sale.scan(0, 10, T0 + 10).unwrap().1,
             vec![(&b"a"[..], 3, BuyerState::Held)]
         );
-        sale.settle(T0 + 110);
+        sale.expire_due(T0 + 110);
         assert_eq!(
             sale.scan(0, 10, T0 + 110).unwrap().1,
             vec![(&b"a"[..], 1, BuyerState::Final)]

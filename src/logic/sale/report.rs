@@ -49,7 +49,7 @@ pub struct SaleSummary {
 }
 
 impl Sale {
-    /// `entry` as of `now_ms`: a hold that is due counts as gone even before `settle` runs,
+    /// `entry` as of `now_ms`: a hold that is due counts as gone even before `expire_due` runs,
     /// so reads (which never change the sale) see what the next write will.
     pub(super) fn entry_at(entry: Entry, now_ms: u64) -> Entry {
         if entry.held_qty > 0 && entry.expires_at_ms <= now_ms {

@@ -36,7 +36,7 @@ impl Sale {
         if self.has_ended(now_ms) {
             return Err(SaleError::Ended);
         }
-        self.settle(now_ms);
+        self.expire_due(now_ms);
         let lent = units.min(self.remaining);
         self.remaining -= lent;
         self.ledger.insert(
@@ -87,7 +87,7 @@ impl Sale {
         if self.units_added(units).is_none() {
             return Err(SaleError::TooMuchStock);
         }
-        self.settle(now_ms);
+        self.expire_due(now_ms);
         self.remaining += units;
         self.ledger.insert(
             id,
@@ -116,7 +116,7 @@ impl Sale {
         if ms == 0 || ms > MAX_UNITS {
             return Err(SaleError::Invalid("seal out of range"));
         }
-        self.settle(now_ms);
+        self.expire_due(now_ms);
         if self.remaining > 0 {
             return Ok(false);
         }
@@ -300,7 +300,7 @@ mod tests {
         );
         // A pending LEND is still answered; it stays listed so its units stay accounted.
         assert_eq!(sale.lend(b"pending", 2, b"{b}", T0 + 10), Ok(2));
-        sale.settle(T0 + 10);
+        sale.expire_due(T0 + 10);
         assert!(sale.changed(), "forgetting ids is a change to replicate");
         assert_eq!(sale.ledger().len(), 1);
         assert_eq!(
