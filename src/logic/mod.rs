@@ -4,4 +4,5 @@ pub mod alarm;
 pub mod buyers;
 pub mod escrow;
 pub mod lock;
+pub mod replication;
 pub mod sale;

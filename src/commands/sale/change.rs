@@ -1,14 +1,10 @@
 //! A change to a sale: parsed, applied to the core at one clock, published (counters,
 //! notifications, stream entries), replicated, and its expiry timer armed.
 //!
-//! A change whose outcome depends on the sale alone replicates as the command itself. One
-//! that also depends on the clock (HOLD, a window, a stream) replicates as
-//! `SECKILL._REPLAY key now_ms [STREAM ids length] COMMAND args...` when it is the first of
-//! its ms, and the sale keeps that clock: the others of the same ms replicate as the command
-//! itself, which a replica or the AOF replays at the kept clock. Either way the deterministic
-//! core turns it into exactly the master's state (window checks, hold expiries, order numbers
-//! and stream entry IDs included). INIT replicates its effect (the new sale with its random
-//! order seed) as `SECKILL._RESTORE`.
+//! Which form a change replicates as is `crate::logic::replication::plan`'s decision. Either
+//! way the deterministic core turns it into exactly the master's state (window checks, hold
+//! expiries, order numbers and stream entry IDs included). INIT replicates its effect (the new
+//! sale with its random order seed) as `SECKILL._RESTORE`.
 
 use super::events::{append_entry, count, entry_written, notification, push_stream_id};
 use super::expiry::arm_for_holds;
@@ -20,7 +16,8 @@ use crate::context::replication::replicate_strings;
 use crate::context::reply::integer;
 use crate::context::stream::Stream;
 use crate::context::strings::{StaticStrings, TempStrings};
-use crate::logic::sale::{Sale, SaleConfig, TryOutcome, next_entry_id};
+use crate::logic::replication::{self, Change, Form};
+use crate::logic::sale::{Sale, TryOutcome, next_entry_id};
 use crate::stats;
 use crate::types::sale::{SALE_TYPE, SaleValue};
 use redis_module::{Context, ContextFlags, NotifyEvent, RedisResult, RedisString, RedisValue};
@@ -180,15 +177,6 @@ static COMMAND_WORDS: StaticStrings<9> = StaticStrings::new([
     "TRY", "CONFIRM", "CANCEL", "RESTOCK", "LEND", "ABSORB", "SETTLE", "EXPIRE", "SEAL",
 ]);
 
-/// Whether a change to this sale depends on the clock (hold deadlines and expiries, the
-/// window, stream entry IDs), so that a replica must replay it at its master's clock.
-fn is_clocked(config: &SaleConfig) -> bool {
-    config.hold_ms.is_some()
-        || config.start_ms.is_some()
-        || config.end_ms.is_some()
-        || config.events.is_some()
-}
-
 /// Parses and applies one change at `now_ms`, then publishes what changed (counters,
 /// notifications, stream entries), replicates it and arms the expiry timer.
 pub(super) fn mutate(
@@ -207,7 +195,7 @@ pub(super) fn mutate(
     let key = ctx.open_key_writable(key_name);
     let value = writable_value::<SaleValue>(&key, &SALE_TYPE)?.ok_or_else(no_sale)?;
     let config = value.sale.config();
-    let clocked = is_clocked(config);
+    let clocked = replication::is_clocked(config);
     // The bare command from a master or the AOF: it ran there at the clock this sale
     // replicated last (see below), which the copy here holds too.
     let now_ms = if clocked
@@ -293,25 +281,20 @@ pub(super) fn mutate(
                 }
             }
         }
-        // Without HOLD, a window or a stream the outcome depends on the sale alone: the
-        // command itself then replays exactly, and replicating it verbatim takes a third less
-        // of TRY's time than building the _REPLAY form. With HOLD, a window or a stream the
-        // outcome also depends on the clock; the first change of each ms replicates with it,
-        // as _REPLAY, and the sale keeps that clock: the others of that ms replay verbatim at
-        // it (a busy sale makes hundreds of changes a ms). Their stream entries took the IDs
-        // that follow the sale's last one, which a replica derives alike; when another writer
-        // went past those, or a MAXLEN trim left a length only the master knows (approximate
-        // trimming depends on the server's node size), _REPLAY carries IDs and length.
-        // LEND and SEAL record the clock (the transfer's start, the seal's end), so they
-        // always replay with it. A partition's seal only changes TRY's refusal (-1 or -5),
-        // never the state, so its TRY stays self-contained.
-        let replays_verbatim = !matches!(op, Op::Lend(_) | Op::Seal { .. })
-            && (!clocked || now_ms == sale.totals().replay_clock_ms)
-            && (stream.is_none() || (ids_derived && sale.config().events_maxlen.is_none()));
+        let form = replication::plan(&Change {
+            replayed: replayed.is_some(),
+            from_client: origin == Origin::Client,
+            records_clock: matches!(op, Op::Lend(_) | Op::Seal { .. }),
+            clocked,
+            at_replay_clock: now_ms == sale.totals().replay_clock_ms,
+            wrote_entries: stream.is_some(),
+            ids_derived,
+            trims_stream: sale.config().events_maxlen.is_some(),
+        });
         if stream.is_some() {
             value.sale.set_last_entry_id(last_entry_id);
         }
-        if replayed.is_some() || (replays_verbatim && origin == Origin::Client) {
+        if form == Form::Verbatim {
             ctx.replicate_verbatim();
         } else {
             // One command carries the change and its entries: no XADD beside it, so neither
