@@ -144,8 +144,8 @@ pub unsafe fn dispatch(
             let mut inline: [&[u8]; INLINE_ARGS] = [&[]; INLINE_ARGS];
             let heap: Vec<&[u8]>;
             let rest: &[&[u8]] = if rest.len() <= INLINE_ARGS {
-                for (slot, arg) in inline.iter_mut().zip(rest) {
-                    *slot = unsafe { string_bytes(*arg) };
+                for (record_id, arg) in inline.iter_mut().zip(rest) {
+                    *record_id = unsafe { string_bytes(*arg) };
                 }
                 &inline[..rest.len()]
             } else {

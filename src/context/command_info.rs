@@ -86,7 +86,7 @@ pub struct Doc {
 }
 
 /// A command's C entry point, as `RM_CreateCommand` takes it.
-pub type Entry =
+pub type EntryPoint =
     extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
 
 /// Creates command `name` with `flags`, its one key at argv[1].
@@ -94,7 +94,7 @@ pub fn create_command(
     ctx: &Context,
     name: &CStr,
     flags: &CStr,
-    entry: Entry,
+    entry: EntryPoint,
 ) -> Result<(), String> {
     let created = unsafe {
         raw::RedisModule_CreateCommand.expect("CreateCommand")(

@@ -1,6 +1,6 @@
 //! The buyers table of a sale: one record per user who ever bought.
 //!
-//! A flash sale records one entry per distinct buyer, possibly millions of them, so the table
+//! A flash sale keeps one record per distinct buyer, possibly millions of them, so the table
 //! is laid out for memory rather than generality. Every record lives in one append-only arena
 //! and the hash table holds only the record's 8-byte arena offset:
 //!
@@ -9,7 +9,7 @@
 //! `final` and `held` take just the bytes the sale's LIMIT needs: none at all for the default
 //! LIMIT 1 without holds (a live record then holds exactly one unit). The hold fields exist
 //! only in sales with HOLD, the order number only in sales with an event stream. A 10-byte
-//! user id in a plain LIMIT 1 sale costs 11 arena bytes plus one table slot, against ~61
+//! user id in a plain LIMIT 1 sale costs 11 arena bytes plus one table bucket, against ~61
 //! bytes for a member of a Redis SET.
 //!
 //! Records never move and are never removed: a user whose units all went back to stock is
@@ -20,7 +20,7 @@
 use hashbrown::{DefaultHashBuilder, HashTable};
 use std::hash::BuildHasher;
 
-/// Records between two entries of the scan index.
+/// Records between two points of the scan index.
 const CHECKPOINT_EVERY: u64 = 64;
 
 /// Which optional fields the records of one table carry.
@@ -36,7 +36,7 @@ pub struct Layout {
 
 /// A user's units in one sale.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Entry {
+pub struct BuyerRecord {
     /// Units bought for good (without HOLD at once, with HOLD once confirmed).
     pub final_qty: u64,
     /// Units taken by a hold that has not been confirmed.
@@ -47,7 +47,7 @@ pub struct Entry {
     pub order: u64,
 }
 
-impl Entry {
+impl BuyerRecord {
     pub fn units(&self) -> u64 {
         self.final_qty + self.held_qty
     }
@@ -55,7 +55,7 @@ impl Entry {
 
 /// Where a record lives in the arena; stable for the table's lifetime.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Slot(u64);
+pub struct RecordId(u64);
 
 /// Largest arena offset a record may start at (about 200 million buyers of 20-byte ids).
 pub const MAX_ARENA: u64 = u32::MAX as u64;
@@ -190,41 +190,41 @@ impl Buyers {
         self.arena[pos..pos + width].copy_from_slice(&value.to_le_bytes()[..width]);
     }
 
-    fn decode_fields(&self, gone: bool, mut pos: usize) -> Entry {
+    fn decode_fields(&self, gone: bool, mut pos: usize) -> BuyerRecord {
         let final_qty = if self.qty_width == 0 {
             u64::from(!gone)
         } else {
             self.read_uint(pos, self.qty_width)
         };
-        let mut entry = Entry {
+        let mut record = BuyerRecord {
             final_qty,
-            ..Entry::default()
+            ..BuyerRecord::default()
         };
         pos += self.qty_width;
         if self.layout.holds {
-            entry.held_qty = self.read_uint(pos, self.qty_width);
-            entry.expires_at_ms = self.read_uint(pos + self.qty_width, 8);
+            record.held_qty = self.read_uint(pos, self.qty_width);
+            record.expires_at_ms = self.read_uint(pos + self.qty_width, 8);
             pos += self.qty_width + 8;
         }
         if self.layout.orders {
-            entry.order = self.read_uint(pos, 8);
+            record.order = self.read_uint(pos, 8);
         }
-        entry
+        record
     }
 
-    fn encode_fields(&mut self, mut pos: usize, entry: &Entry) {
+    fn encode_fields(&mut self, mut pos: usize, record: &BuyerRecord) {
         let width = self.qty_width;
         if width > 0 {
-            self.write_uint(pos, width, entry.final_qty);
+            self.write_uint(pos, width, record.final_qty);
         }
         pos += width;
         if self.layout.holds {
-            self.write_uint(pos, width, entry.held_qty);
-            self.write_uint(pos + width, 8, entry.expires_at_ms);
+            self.write_uint(pos, width, record.held_qty);
+            self.write_uint(pos + width, 8, record.expires_at_ms);
             pos += width + 8;
         }
         if self.layout.orders {
-            self.write_uint(pos, 8, entry.order);
+            self.write_uint(pos, 8, record.order);
         }
     }
 
@@ -243,29 +243,29 @@ impl Buyers {
     }
 
     /// The record of `user`, if they ever bought.
-    pub fn find(&self, user: &[u8]) -> Option<(Slot, Entry)> {
+    pub fn find(&self, user: &[u8]) -> Option<(RecordId, BuyerRecord)> {
         let hash = self.hasher.hash_one(user);
         let arena = &self.arena;
         let &start = self
             .offsets
             .find(hash, |&start| header_at(arena, u64::from(start)).0 == user)?;
-        let slot = Slot(u64::from(start));
-        Some((slot, self.entry(slot).1))
+        let record_id = RecordId(u64::from(start));
+        Some((record_id, self.record(record_id).1))
     }
 
-    /// The user and units of the record at `slot`.
-    pub fn entry(&self, slot: Slot) -> (&[u8], Entry) {
-        let (user, gone, fields) = header_at(&self.arena, slot.0);
+    /// The user and units of the record `record_id`.
+    pub fn record(&self, record_id: RecordId) -> (&[u8], BuyerRecord) {
+        let (user, gone, fields) = header_at(&self.arena, record_id.0);
         (user, self.decode_fields(gone, fields))
     }
 
-    /// Rewrites the record at `slot` in place; a record left with no units is marked gone.
+    /// Rewrites the record `record_id` in place; a record left with no units is marked gone.
     /// The caller keeps every quantity within the LIMIT the table was made for.
-    pub fn set(&mut self, slot: Slot, entry: &Entry) {
-        let start = slot.0 as usize;
-        let (_, was_gone, fields) = header_at(&self.arena, slot.0);
-        let gone = entry.units() == 0;
-        debug_assert!(self.qty_width > 0 || entry.final_qty <= 1);
+    pub fn set(&mut self, record_id: RecordId, record: &BuyerRecord) {
+        let start = record_id.0 as usize;
+        let (_, was_gone, fields) = header_at(&self.arena, record_id.0);
+        let gone = record.units() == 0;
+        debug_assert!(self.qty_width > 0 || record.final_qty <= 1);
         if gone != was_gone {
             // Bit 0 of a varint's first byte is bit 0 of its value: flipping it keeps the length.
             self.arena[start] ^= 1;
@@ -275,7 +275,7 @@ impl Buyers {
                 self.live += 1;
             }
         }
-        self.encode_fields(fields, entry);
+        self.encode_fields(fields, record);
     }
 
     /// Whether one more record fits (the arena's offsets are 32-bit).
@@ -284,15 +284,15 @@ impl Buyers {
     }
 
     /// Creates the record of a user who never bought; the caller checked [`Buyers::has_room`].
-    pub fn insert(&mut self, user: &[u8], entry: &Entry) -> Slot {
+    pub fn insert(&mut self, user: &[u8], record: &BuyerRecord) -> RecordId {
         debug_assert!(self.find(user).is_none());
         let hash = self.hasher.hash_one(user);
-        let start = self.append(user, entry);
+        let start = self.append(user, record);
         let (arena, hasher) = (&self.arena, &self.hasher);
         self.offsets.insert_unique(hash, start as u32, |&offset| {
             hasher.hash_one(header_at(arena, u64::from(offset)).0)
         });
-        Slot(start)
+        RecordId(start)
     }
 
     /// Starts loading records (a payload, which must not list anyone twice) into this empty
@@ -312,7 +312,7 @@ impl Buyers {
     }
 
     /// Writes a record at the arena's end and returns its offset.
-    fn append(&mut self, user: &[u8], entry: &Entry) -> u64 {
+    fn append(&mut self, user: &[u8], record: &BuyerRecord) -> u64 {
         assert!(self.has_room(), "the buyer arena is full");
         let needed = 10 + user.len() + self.fields_len();
         if self.arena.capacity() - self.arena.len() < needed {
@@ -328,12 +328,12 @@ impl Buyers {
             self.checkpoints.push(start);
         }
         self.records += 1;
-        let gone = entry.units() == 0;
+        let gone = record.units() == 0;
         put_varint(&mut self.arena, (user.len() as u64) << 1 | u64::from(gone));
         self.arena.extend_from_slice(user);
         let fields = self.arena.len();
         self.arena.resize(fields + self.fields_len(), 0);
-        self.encode_fields(fields, entry);
+        self.encode_fields(fields, record);
         if !gone {
             self.live += 1;
         }
@@ -341,7 +341,10 @@ impl Buyers {
     }
 
     /// Every record from record number `first` on, gone ones included, in creation order.
-    pub fn iter_from(&self, first: u64) -> impl Iterator<Item = (Slot, &[u8], Entry)> + '_ {
+    pub fn iter_from(
+        &self,
+        first: u64,
+    ) -> impl Iterator<Item = (RecordId, &[u8], BuyerRecord)> + '_ {
         let mut pos = self
             .checkpoints
             .get((first / CHECKPOINT_EVERY) as usize)
@@ -353,20 +356,20 @@ impl Buyers {
                 if pos >= self.arena.len() {
                     return None;
                 }
-                let slot = Slot(pos as u64);
-                let (user, gone, fields) = header_at(&self.arena, slot.0);
+                let record_id = RecordId(pos as u64);
+                let (user, gone, fields) = header_at(&self.arena, record_id.0);
                 pos = fields + fields_len;
                 if skip > 0 {
                     skip -= 1;
                     continue;
                 }
-                return Some((slot, user, self.decode_fields(gone, fields)));
+                return Some((record_id, user, self.decode_fields(gone, fields)));
             }
         })
     }
 
     /// Every record, gone ones included, in creation order.
-    pub fn iter(&self) -> impl Iterator<Item = (Slot, &[u8], Entry)> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = (RecordId, &[u8], BuyerRecord)> + '_ {
         self.iter_from(0)
     }
 
@@ -393,13 +396,13 @@ impl Buyers {
     }
 }
 
-/// Records whose table entries a [`Loader`] adds in one go.
+/// Records whose table buckets a [`Loader`] adds in one go.
 const LOAD_BATCH: usize = 1 << 20;
 
 /// A batch goes into the table in 2^this groups (for a table of 10 M buyers, ~20 KiB each).
 const LOAD_GROUP_BITS: u32 = 12;
 
-/// Loads records in creation order. Each goes to the arena's end at once, but its table entry
+/// Loads records in creation order. Each goes to the arena's end at once, but its table bucket
 /// waits for a batch: a batch goes into the table in bucket order, so that the inserts of a
 /// big sale walk its table (most of which no cache holds) front to back instead of jumping
 /// to a random bucket for every record.
@@ -417,16 +420,16 @@ impl Loader<'_> {
         self.buyers.has_room()
     }
 
-    /// Appends the record of `user` and returns its slot; `None` if the table already has
+    /// Appends the record of `user` and returns its id; `None` if the table already has
     /// `user` (then the payload is corrupt, and the table with it).
-    pub fn push(&mut self, user: &[u8], entry: &Entry) -> Option<Slot> {
+    pub fn push(&mut self, user: &[u8], record: &BuyerRecord) -> Option<RecordId> {
         let hash = self.buyers.hasher.hash_one(user);
-        let start = self.buyers.append(user, entry);
+        let start = self.buyers.append(user, record);
         self.pending.push((hash, start as u32));
         if self.pending.len() >= self.batch && !self.flush() {
             return None;
         }
-        Some(Slot(start))
+        Some(RecordId(start))
     }
 
     /// Puts the pending records into the table: `false` if one of them was there already.
@@ -523,19 +526,19 @@ mod tests {
         orders: false,
     };
 
-    fn final_units(qty: u64) -> Entry {
-        Entry {
+    fn final_units(qty: u64) -> BuyerRecord {
+        BuyerRecord {
             final_qty: qty,
-            ..Entry::default()
+            ..BuyerRecord::default()
         }
     }
 
     /// Units of `user` (0 when they never bought or all went back).
     fn units(buyers: &Buyers, user: &[u8]) -> u64 {
-        buyers.find(user).map_or(0, |(_, entry)| entry.units())
+        buyers.find(user).map_or(0, |(_, record)| record.units())
     }
 
-    fn all(buyers: &Buyers) -> Vec<(Vec<u8>, Entry)> {
+    fn all(buyers: &Buyers) -> Vec<(Vec<u8>, BuyerRecord)> {
         buyers.iter().map(|(_, u, e)| (u.to_vec(), e)).collect()
     }
 
@@ -594,7 +597,7 @@ mod tests {
         let mut buyers = Buyers::new(PLAIN);
         let alice = buyers.insert(b"alice", &final_units(1));
         buyers.insert(b"bob", &final_units(1));
-        buyers.set(alice, &Entry::default());
+        buyers.set(alice, &BuyerRecord::default());
         assert_eq!((buyers.len(), buyers.records()), (1, 2));
         assert_eq!(units(&buyers, b"alice"), 0);
         assert_eq!(buyers.find(b"alice").map(|(s, _)| s), Some(alice));
@@ -610,21 +613,21 @@ mod tests {
             holds: true,
             orders: true,
         });
-        let held = Entry {
+        let held = BuyerRecord {
             final_qty: 0,
             held_qty: 1,
             expires_at_ms: 1_700_000_000_123,
             order: 42,
         };
-        let slot = buyers.insert(b"u", &held);
-        assert_eq!(buyers.entry(slot), (&b"u"[..], held));
-        let confirmed = Entry {
+        let record_id = buyers.insert(b"u", &held);
+        assert_eq!(buyers.record(record_id), (&b"u"[..], held));
+        let confirmed = BuyerRecord {
             final_qty: 1,
             held_qty: 0,
             ..held
         };
-        buyers.set(slot, &confirmed);
-        assert_eq!(buyers.find(b"u"), Some((slot, confirmed)));
+        buyers.set(record_id, &confirmed);
+        assert_eq!(buyers.find(b"u"), Some((record_id, confirmed)));
     }
 
     #[test]

@@ -199,7 +199,7 @@ impl Ledger {
     }
 
     /// Sets the totals of a decoded ledger whose finished records may have been forgotten.
-    pub fn restore_totals(&mut self, lent: u64, absorbed: u64) -> Result<(), &'static str> {
+    pub fn set_decoded_totals(&mut self, lent: u64, absorbed: u64) -> Result<(), &'static str> {
         let (listed_lent, listed_absorbed) =
             self.iter()
                 .fold((0u64, 0u64), |(l, a), (_, t)| match t.leg {
@@ -327,14 +327,14 @@ mod tests {
     }
 
     #[test]
-    fn restored_totals_cannot_be_below_their_records() {
+    fn decoded_totals_cannot_be_below_their_records() {
         let mut ledger = Ledger::default();
         ledger.insert(b"a", out(5, b"x"));
         assert_eq!(
-            ledger.restore_totals(4, 0),
+            ledger.set_decoded_totals(4, 0),
             Err("transfer totals below their records")
         );
-        assert_eq!(ledger.restore_totals(9, 2), Ok(()));
+        assert_eq!(ledger.set_decoded_totals(9, 2), Ok(()));
         assert_eq!((ledger.lent(), ledger.absorbed()), (9, 2));
         assert!(!ledger.is_empty());
     }

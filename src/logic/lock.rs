@@ -85,7 +85,7 @@ pub struct Lock {
 
 impl Lock {
     /// Rebuilds a lock from persisted state; `None` if the holder's fence is not the last one.
-    pub fn restore(last_fence: u64, holder: Option<Holder>) -> Option<Lock> {
+    pub fn from_parts(last_fence: u64, holder: Option<Holder>) -> Option<Lock> {
         if last_fence > MAX_FENCE {
             return None;
         }
@@ -289,7 +289,7 @@ mod tests {
         lock.release(b"b", T);
         // A lost grant far ahead: a lock restored behind it still only grows from its own
         // last fence, and from the clock.
-        let mut promoted = Lock::restore(T << CLOCK_SHIFT, None).unwrap();
+        let mut promoted = Lock::from_parts(T << CLOCK_SHIFT, None).unwrap();
         assert_eq!(
             promoted.acquire(b"c", 100, T + 1_000),
             AcquireOutcome::Acquired {
@@ -474,16 +474,16 @@ mod tests {
     }
 
     #[test]
-    fn restore_validates_and_keeps_expired_holder_stored() {
-        assert!(Lock::restore(MAX_FENCE + 1, None).is_none());
+    fn from_parts_validates_and_keeps_expired_holder_stored() {
+        assert!(Lock::from_parts(MAX_FENCE + 1, None).is_none());
         let holder = Holder {
             token: b"a".to_vec(),
             fence: 5,
             expires_at_ms: 100,
         };
-        assert!(Lock::restore(6, Some(holder.clone())).is_none());
+        assert!(Lock::from_parts(6, Some(holder.clone())).is_none());
         assert!(
-            Lock::restore(
+            Lock::from_parts(
                 5,
                 Some(Holder {
                     token: Vec::new(),
@@ -493,7 +493,7 @@ mod tests {
             .is_none()
         );
         assert!(
-            Lock::restore(
+            Lock::from_parts(
                 0,
                 Some(Holder {
                     fence: 0,
@@ -502,7 +502,7 @@ mod tests {
             )
             .is_none()
         );
-        let mut lock = Lock::restore(5, Some(holder.clone())).unwrap();
+        let mut lock = Lock::from_parts(5, Some(holder.clone())).unwrap();
         lock.set_fence_mode(FenceMode::Counter);
         assert_eq!(lock.stored_holder(), Some(&holder));
         assert!(lock.holder(100).is_none());
@@ -638,7 +638,7 @@ mod tests {
 
     #[test]
     fn fence_saturates_and_ttl_saturates() {
-        let mut lock = Lock::restore(MAX_FENCE, None).unwrap();
+        let mut lock = Lock::from_parts(MAX_FENCE, None).unwrap();
         assert_eq!(
             lock.acquire(b"a", u64::MAX, 10),
             AcquireOutcome::Acquired { fence: MAX_FENCE }

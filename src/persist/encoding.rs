@@ -4,7 +4,7 @@
 //! Every version ever written must keep decoding: bump the version for a new layout, keep the
 //! old decoder, and add a fixture under `tests/fixtures/`.
 
-use crate::logic::buyers::Entry;
+use crate::logic::buyers::BuyerRecord;
 use crate::logic::buyers::{get_varint, put_varint};
 use crate::logic::escrow::{Ledger, Leg, Transfer};
 use crate::logic::lock::{Holder, Lock};
@@ -129,13 +129,13 @@ pub fn encode_sale(sale: &Sale) -> Vec<u8> {
         }
     }
     put_varint(&mut out, buyers.records());
-    for (_, user, entry) in buyers.iter() {
+    for (_, user, record) in buyers.iter() {
         put_bytes(&mut out, user);
         for value in [
-            entry.final_qty,
-            entry.held_qty,
-            entry.expires_at_ms,
-            entry.order,
+            record.final_qty,
+            record.held_qty,
+            record.expires_at_ms,
+            record.order,
         ] {
             put_varint(&mut out, value);
         }
@@ -162,7 +162,7 @@ fn check_count(reader: &Reader, count: u64, min_record_bytes: usize) -> Decoded<
 }
 
 /// Reads one buyer record of some encoding version.
-type ReadRecord<'a> = fn(&mut Reader<'a>) -> Decoded<(&'a [u8], Entry)>;
+type ReadRecord<'a> = fn(&mut Reader<'a>) -> Decoded<(&'a [u8], BuyerRecord)>;
 
 /// The buyer records of a payload, read one at a time while the sale is rebuilt, so loading
 /// never holds a second copy of them; a malformed record stops the reading and is kept.
@@ -174,7 +174,7 @@ struct Records<'r, 'a> {
 }
 
 impl<'a> Iterator for Records<'_, 'a> {
-    type Item = (&'a [u8], Entry);
+    type Item = (&'a [u8], BuyerRecord);
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.left == 0 || self.error.is_some() {
@@ -194,7 +194,7 @@ impl<'a> Iterator for Records<'_, 'a> {
 }
 
 /// Rebuilds the sale from its parts and the `count` records that follow in `reader`.
-fn restored<'a>(
+fn rebuilt<'a>(
     reader: &mut Reader<'a>,
     count: usize,
     read: ReadRecord<'a>,
@@ -210,7 +210,7 @@ fn restored<'a>(
         read,
         error: None,
     };
-    let sale = Sale::restore(config, totals, ledger, count, user_bytes, &mut records);
+    let sale = Sale::from_parts(config, totals, ledger, count, user_bytes, &mut records);
     if let Some(e) = records.error {
         return Err(e);
     }
@@ -219,7 +219,7 @@ fn restored<'a>(
     Ok(sale)
 }
 
-fn read_record_v1<'a>(reader: &mut Reader<'a>) -> Decoded<(&'a [u8], Entry)> {
+fn read_record_v1<'a>(reader: &mut Reader<'a>) -> Decoded<(&'a [u8], BuyerRecord)> {
     let user = reader.bytes()?;
     let final_qty = reader.varint()?;
     if final_qty == 0 {
@@ -227,22 +227,22 @@ fn read_record_v1<'a>(reader: &mut Reader<'a>) -> Decoded<(&'a [u8], Entry)> {
     }
     Ok((
         user,
-        Entry {
+        BuyerRecord {
             final_qty,
-            ..Entry::default()
+            ..BuyerRecord::default()
         },
     ))
 }
 
-fn read_record_v2<'a>(reader: &mut Reader<'a>) -> Decoded<(&'a [u8], Entry)> {
+fn read_record_v2<'a>(reader: &mut Reader<'a>) -> Decoded<(&'a [u8], BuyerRecord)> {
     let user = reader.bytes()?;
-    let entry = Entry {
+    let record = BuyerRecord {
         final_qty: reader.varint()?,
         held_qty: reader.varint()?,
         expires_at_ms: reader.varint()?,
         order: reader.varint()?,
     };
-    Ok((user, entry))
+    Ok((user, record))
 }
 
 /// v1 (module 0.1): `stock limit count (len user qty)*`, all varints, every purchase final.
@@ -256,7 +256,7 @@ fn decode_sale_v1(reader: &mut Reader) -> Decoded<Sale> {
         limit,
         ..SaleConfig::default()
     };
-    restored(
+    rebuilt(
         reader,
         count,
         read_record_v1,
@@ -331,7 +331,7 @@ fn decode_sale_v2_to_v7(reader: &mut Reader, version: u32) -> Decoded<Sale> {
         events_maxlen,
         partition,
     };
-    restored(reader, count, read_record_v2, config, totals, ledger)
+    rebuilt(reader, count, read_record_v2, config, totals, ledger)
 }
 
 fn decode_ledger(reader: &mut Reader, version: u32) -> Decoded<Ledger> {
@@ -376,7 +376,9 @@ fn decode_ledger(reader: &mut Reader, version: u32) -> Decoded<Ledger> {
         };
         ledger.insert(id, Transfer { units, leg });
     }
-    ledger.restore_totals(lent, absorbed).map_err(DecodeError)?;
+    ledger
+        .set_decoded_totals(lent, absorbed)
+        .map_err(DecodeError)?;
     Ok(ledger)
 }
 
@@ -422,7 +424,7 @@ pub fn decode_lock(bytes: &[u8], version: u32) -> Decoded<Lock> {
         _ => return Err(DecodeError("bad holder marker")),
     };
     reader.finish()?;
-    Lock::restore(last_fence, holder).ok_or(DecodeError("lock breaks an invariant"))
+    Lock::from_parts(last_fence, holder).ok_or(DecodeError("lock breaks an invariant"))
 }
 
 #[cfg(test)]
@@ -697,7 +699,7 @@ mod tests {
         let back = decode_sale(&encode_sale(&sale), SALE_VERSION).unwrap();
         assert_eq!(back.summary(T0), sale.summary(T0));
         assert_eq!(encode_sale(&back), encode_sale(&sale));
-        let free = Lock::restore(9, None).unwrap();
+        let free = Lock::from_parts(9, None).unwrap();
         assert_eq!(
             decode_lock(&encode_lock(&free), LOCK_VERSION).unwrap(),
             free
@@ -840,12 +842,12 @@ mod timing {
         };
         let users: Vec<String> = (0..BUYERS).map(|i| format!("user:{i:010}")).collect();
         let user_bytes = users.iter().map(String::len).sum();
-        let entry = Entry {
+        let record = BuyerRecord {
             final_qty: 1,
-            ..Entry::default()
+            ..BuyerRecord::default()
         };
-        let records = users.iter().map(|user| (user.as_bytes(), entry));
-        let sale = Sale::restore(
+        let records = users.iter().map(|user| (user.as_bytes(), record));
+        let sale = Sale::from_parts(
             config,
             SaleTotals::default(),
             Ledger::default(),

@@ -31,7 +31,7 @@ impl LockValue {
 
     /// The persistent part only (COPY): waiters stay with the key they wait on.
     pub fn copy_state(&self) -> LockValue {
-        let lock = Lock::restore(self.lock.last_fence(), self.lock.stored_holder().cloned())
+        let lock = Lock::from_parts(self.lock.last_fence(), self.lock.stored_holder().cloned())
             .expect("a live lock is always restorable");
         LockValue::new(lock)
     }

@@ -47,8 +47,8 @@ pub(super) fn append_entry(
 ) -> Result<(u64, u64), &'static str> {
     use stream::{Field, Value};
     let user = event
-        .slot
-        .map_or(&b""[..], |slot| sale.buyers().entry(slot).0);
+        .record_id
+        .map_or(&b""[..], |record_id| sale.buyers().record(record_id).0);
     let order = (event.order > 0).then(|| sale.order_uuid(event.order));
     let mut fields = [
         (Field::Event, Value::Kind(event.kind)),

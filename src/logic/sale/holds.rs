@@ -1,7 +1,7 @@
 //! Holds: the deadline of every unconfirmed purchase, and their expiry back to stock.
 
 use super::{EventKind, Sale};
-use crate::logic::buyers::{Buyers, Slot};
+use crate::logic::buyers::{Buyers, RecordId};
 use std::collections::VecDeque;
 
 /// Every live hold's `(deadline, record)`, in deadline order, plus stale ones: a confirm or
@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 /// front live.
 /// Generic over the record handle only so that its tests need no buyer table.
 #[derive(Clone, Debug)]
-pub struct HoldQueue<R = Slot> {
+pub struct HoldQueue<R = RecordId> {
     items: VecDeque<(u64, R)>,
 }
 
@@ -44,13 +44,13 @@ impl<R: Copy + Ord> HoldQueue<R> {
 
     /// Queues a new hold's deadline. Deadlines arrive in order unless the clock went back;
     /// then the item goes where its deadline belongs, still near the back for a small step.
-    pub fn push(&mut self, at: u64, slot: R) {
+    pub fn push(&mut self, at: u64, record_id: R) {
         match self.items.back() {
             Some(&(last, _)) if last > at => {
                 let place = self.items.partition_point(|&(queued, _)| queued <= at);
-                self.items.insert(place, (at, slot));
+                self.items.insert(place, (at, record_id));
             }
-            _ => self.items.push_back((at, slot)),
+            _ => self.items.push_back((at, record_id)),
         }
     }
 
@@ -66,8 +66,8 @@ impl<R: Copy + Ord> HoldQueue<R> {
     /// Drops the items at the front that `is_live` says are stale, so that the front is the
     /// next hold to expire.
     pub fn drop_stale(&mut self, is_live: impl Fn(u64, R) -> bool) {
-        while let Some(&(at, slot)) = self.items.front()
-            && !is_live(at, slot)
+        while let Some(&(at, record_id)) = self.items.front()
+            && !is_live(at, record_id)
         {
             self.items.pop_front();
         }
@@ -92,10 +92,10 @@ impl<R: Copy + Ord> HoldQueue<R> {
     }
 }
 
-/// Whether record `slot` still holds units until `at`.
-fn is_live(buyers: &Buyers, at: u64, slot: Slot) -> bool {
-    let entry = buyers.entry(slot).1;
-    entry.held_qty > 0 && entry.expires_at_ms == at
+/// Whether record `record_id` still holds units until `at`.
+fn is_live(buyers: &Buyers, at: u64, record_id: RecordId) -> bool {
+    let record = buyers.record(record_id).1;
+    record.held_qty > 0 && record.expires_at_ms == at
 }
 
 impl Sale {
@@ -104,15 +104,16 @@ impl Sale {
         self.holds.next_deadline()
     }
 
-    /// Whether the hold item `(at, slot)` still stands for units held until `at`.
-    pub(super) fn is_live(&self, at: u64, slot: Slot) -> bool {
-        is_live(&self.buyers, at, slot)
+    /// Whether the hold item `(at, record_id)` still stands for units held until `at`.
+    pub(super) fn is_live(&self, at: u64, record_id: RecordId) -> bool {
+        is_live(&self.buyers, at, record_id)
     }
 
     /// Drops the stale holds at the front of the queue.
     pub(super) fn drop_stale_holds(&mut self) {
         let buyers = &self.buyers;
-        self.holds.drop_stale(|at, slot| is_live(buyers, at, slot));
+        self.holds
+            .drop_stale(|at, record_id| is_live(buyers, at, record_id));
     }
 
     /// Returns the units of every hold due at `now_ms` to stock; once the sale has ended,
@@ -123,18 +124,18 @@ impl Sale {
             self.changed |= self.ledger.forget_finished();
         }
         let mut popped = false;
-        while let Some((at, slot)) = self.holds.pop_due(now_ms) {
+        while let Some((at, record_id)) = self.holds.pop_due(now_ms) {
             popped = true;
-            if !self.is_live(at, slot) {
+            if !self.is_live(at, record_id) {
                 continue;
             }
-            let (_, mut entry) = self.buyers.entry(slot);
-            let qty = entry.held_qty;
-            entry.held_qty = 0;
-            self.buyers.set(slot, &entry);
+            let (_, mut record) = self.buyers.record(record_id);
+            let qty = record.held_qty;
+            record.held_qty = 0;
+            self.buyers.set(record_id, &record);
             self.held -= qty;
             self.remaining += qty;
-            self.record(EventKind::Expire, Some(slot), qty, entry.order);
+            self.record(EventKind::Expire, Some(record_id), qty, record.order);
         }
         if popped {
             self.drop_stale_holds();
@@ -283,7 +284,7 @@ mod tests {
         let users: Vec<&[u8]> = sale
             .events()
             .iter()
-            .map(|e| sale.buyers().entry(e.slot.unwrap()).0)
+            .map(|e| sale.buyers().record(e.record_id.unwrap()).0)
             .collect();
         assert_eq!(users, vec![&b"d"[..], b"a", b"c"]);
         assert_eq!(sale.next_expiry(), Some(T0 + 160));
@@ -297,15 +298,15 @@ mod tests {
             (queue.next_deadline(), queue.is_due(u64::MAX)),
             (None, false)
         );
-        for (at, slot) in [(10, 1), (20, 2), (20, 3), (15, 4), (30, 5)] {
-            queue.push(at, slot);
+        for (at, record_id) in [(10, 1), (20, 2), (20, 3), (15, 4), (30, 5)] {
+            queue.push(at, record_id);
         }
         let order: Vec<_> = queue.iter().copied().collect();
         assert_eq!(order, vec![(10, 1), (15, 4), (20, 2), (20, 3), (30, 5)]);
         assert_eq!(queue.pop_due(9), None);
         assert_eq!(queue.pop_due(10), Some((10, 1)));
         assert!(queue.is_due(15) && !queue.is_due(14));
-        queue.drop_stale(|_, slot| slot != 4 && slot != 2);
+        queue.drop_stale(|_, record_id| record_id != 4 && record_id != 2);
         assert_eq!(queue.next_deadline(), Some(20));
         assert_eq!(queue.len(), 2, "a live front stops the dropping");
         assert!(queue.heap_bytes() >= 2 * 16);

@@ -2,7 +2,7 @@
 //! it and replies; so every branch is unit-tested with a fake clock, and a replica that is
 //! given its master's clock reaches exactly the master's state.
 //!
-//! Per user there is one order at a time (see `Entry`): a user's first purchase opens it, and
+//! Per user there is one order at a time (see `BuyerRecord`): a user's first purchase opens it, and
 //! later purchases add to it until all its units have gone back to stock. With HOLD, bought
 //! units are *held* until confirmed; an unconfirmed hold expires and its units go back.
 //!
@@ -21,7 +21,7 @@ pub use ids::next_entry_id;
 pub use purchase::TryOutcome;
 pub use report::{BuyerRow, BuyerState, SaleSummary};
 
-use super::buyers::{Buyers, Entry, Layout, Slot};
+use super::buyers::{BuyerRecord, Buyers, Layout, RecordId};
 use super::escrow::Ledger;
 /// Largest stock, limit or quantity: Redis integers are signed 64-bit.
 pub const MAX_UNITS: u64 = i64::MAX as u64;
@@ -112,7 +112,7 @@ impl EventKind {
 pub struct SaleEvent {
     pub kind: EventKind,
     /// The buyer's record (`None` for a restock): records never move, so the user is found there.
-    pub slot: Option<Slot>,
+    pub record_id: Option<RecordId>,
     pub qty: u64,
     /// The order number (0 for a restock, and in sales without an event stream).
     pub order: u64,
@@ -212,13 +212,13 @@ impl Sale {
     }
 
     /// Rebuilds a sale from persisted parts, refusing anything that breaks an invariant.
-    pub fn restore<'a>(
+    pub fn from_parts<'a>(
         config: SaleConfig,
         totals: SaleTotals,
         ledger: Ledger,
         record_count: usize,
         user_bytes: usize,
-        records: impl Iterator<Item = (&'a [u8], Entry)>,
+        records: impl Iterator<Item = (&'a [u8], BuyerRecord)>,
     ) -> Result<Sale, SaleError> {
         let mut sale = Sale::new(config, totals.seed)?;
         sale.totals = totals;
@@ -233,31 +233,31 @@ impl Sale {
         let layout = sale.buyers.layout();
         let limit = sale.config.limit;
         let mut loader = sale.buyers.loader(record_count);
-        for (user, entry) in records {
+        for (user, record) in records {
             if user.is_empty() {
                 return Err(SaleError::EmptyUser);
             }
             // A field the layout does not store would be lost, and the sale's encoding with it.
-            let unstorable = (!layout.holds && (entry.held_qty != 0 || entry.expires_at_ms != 0))
-                || (!layout.orders && entry.order != 0);
-            if entry.units() > limit || unstorable || entry.order > totals.orders {
+            let unstorable = (!layout.holds && (record.held_qty != 0 || record.expires_at_ms != 0))
+                || (!layout.orders && record.order != 0);
+            if record.units() > limit || unstorable || record.order > totals.orders {
                 return Err(SaleError::Invalid("buyer record out of range"));
             }
             if !loader.has_room() {
                 return Err(SaleError::BuyersFull);
             }
             owned = owned
-                .checked_add(entry.units())
+                .checked_add(record.units())
                 .filter(|&units| units <= supply)
                 .ok_or(SaleError::Invalid("buyers hold more than the stock"))?;
-            let slot = loader
-                .push(user, &entry)
+            let record_id = loader
+                .push(user, &record)
                 .ok_or(SaleError::Invalid("duplicate buyer"))?;
-            if entry.held_qty > 0 {
-                holds.push((entry.expires_at_ms, slot));
+            if record.held_qty > 0 {
+                holds.push((record.expires_at_ms, record_id));
             }
-            held += entry.held_qty;
-            sold += entry.final_qty;
+            held += record.held_qty;
+            sold += record.final_qty;
         }
         if !loader.finish() {
             return Err(SaleError::Invalid("duplicate buyer"));
@@ -324,7 +324,13 @@ impl Sale {
         Ok(())
     }
 
-    pub(super) fn record(&mut self, kind: EventKind, slot: Option<Slot>, qty: u64, order: u64) {
+    pub(super) fn record(
+        &mut self,
+        kind: EventKind,
+        record_id: Option<RecordId>,
+        qty: u64,
+        order: u64,
+    ) {
         self.changed = true;
         if matches!(
             kind,
@@ -336,7 +342,7 @@ impl Sale {
         }
         self.events.push(SaleEvent {
             kind,
-            slot,
+            record_id,
             qty,
             order,
             remaining: self.remaining,
@@ -414,11 +420,11 @@ pub(crate) mod fixtures {
     /// The documented identity and the per-user limit, from the stored records.
     pub(crate) fn assert_invariants(sale: &Sale) {
         let (mut held, mut sold, mut live) = (0, 0, 0);
-        for (_, _, entry) in sale.buyers().iter() {
-            assert!(entry.units() <= sale.config.limit);
-            held += entry.held_qty;
-            sold += entry.final_qty;
-            live += u64::from(entry.units() > 0);
+        for (_, _, record) in sale.buyers().iter() {
+            assert!(record.units() <= sale.config.limit);
+            held += record.held_qty;
+            sold += record.final_qty;
+            live += u64::from(record.units() > 0);
         }
         assert_eq!((held, sold), (sale.held, sale.sold));
         assert_eq!(live, sale.buyers().len() as u64);
@@ -426,17 +432,17 @@ pub(crate) mod fixtures {
             sale.remaining + sale.held + sale.sold,
             sale.config.stock + sale.totals.restocked + sale.ledger.absorbed() - sale.ledger.lent()
         );
-        let holding: Vec<Slot> = sale
+        let holding: Vec<RecordId> = sale
             .buyers()
             .iter()
             .filter(|(_, _, e)| e.held_qty > 0)
-            .map(|(slot, _, _)| slot)
+            .map(|(record_id, _, _)| record_id)
             .collect();
-        let mut queued: Vec<Slot> = sale
+        let mut queued: Vec<RecordId> = sale
             .holds
             .iter()
-            .filter(|&&(at, slot)| sale.is_live(at, slot))
-            .map(|&(_, slot)| slot)
+            .filter(|&&(at, record_id)| sale.is_live(at, record_id))
+            .map(|&(_, record_id)| record_id)
             .collect();
         queued.sort_unstable();
         queued.dedup();
@@ -448,8 +454,8 @@ pub(crate) mod fixtures {
                 .all(|(a, b)| a.0 <= b.0),
             "in deadline order"
         );
-        if let Some(&(at, slot)) = sale.holds.iter().next() {
-            assert!(sale.is_live(at, slot), "the front is live");
+        if let Some(&(at, record_id)) = sale.holds.iter().next() {
+            assert!(sale.is_live(at, record_id), "the front is live");
         }
     }
 
@@ -525,15 +531,15 @@ mod tests {
     }
 
     #[test]
-    fn restore_checks_every_invariant() {
-        let entry = |final_qty, held_qty| Entry {
+    fn from_parts_checks_every_invariant() {
+        let record = |final_qty, held_qty| BuyerRecord {
             final_qty,
             held_qty,
-            ..Entry::default()
+            ..BuyerRecord::default()
         };
         let totals = SaleTotals::default();
-        let ok = [(&b"a"[..], entry(1, 0)), (&b"b"[..], entry(2, 0))];
-        let sale = Sale::restore(
+        let ok = [(&b"a"[..], record(1, 0)), (&b"b"[..], record(2, 0))];
+        let sale = Sale::from_parts(
             config(5, 2),
             totals,
             Ledger::default(),
@@ -545,42 +551,42 @@ mod tests {
         assert_eq!(sale.summary(T0).remaining, 2);
         assert_invariants(&sale);
 
-        type Record<'a> = (&'a [u8], Entry);
+        type Record<'a> = (&'a [u8], BuyerRecord);
         let cases: [(&[Record], SaleError); 6] = [
-            (&[(b"", entry(1, 0))], SaleError::EmptyUser),
+            (&[(b"", record(1, 0))], SaleError::EmptyUser),
             (
-                &[(b"a", entry(3, 0))],
+                &[(b"a", record(3, 0))],
                 SaleError::Invalid("buyer record out of range"),
             ),
             (
-                &[(b"a", entry(0, 1))],
+                &[(b"a", record(0, 1))],
                 SaleError::Invalid("buyer record out of range"),
             ),
             (
                 &[(
                     b"a",
-                    Entry {
+                    BuyerRecord {
                         order: 1,
-                        ..entry(1, 0)
+                        ..record(1, 0)
                     },
                 )],
                 SaleError::Invalid("buyer record out of range"),
             ),
             (
-                &[(b"a", entry(1, 0)), (b"a", entry(1, 0))],
+                &[(b"a", record(1, 0)), (b"a", record(1, 0))],
                 SaleError::Invalid("duplicate buyer"),
             ),
             (
                 &[
-                    (b"a", entry(2, 0)),
-                    (b"b", entry(2, 0)),
-                    (b"c", entry(2, 0)),
+                    (b"a", record(2, 0)),
+                    (b"b", record(2, 0)),
+                    (b"c", record(2, 0)),
                 ],
                 SaleError::Invalid("buyers hold more than the stock"),
             ),
         ];
         for (records, expected) in cases {
-            let got = Sale::restore(
+            let got = Sale::from_parts(
                 config(5, 2),
                 totals,
                 Ledger::default(),
@@ -595,7 +601,7 @@ mod tests {
             ..totals
         };
         assert!(
-            Sale::restore(
+            Sale::from_parts(
                 config(5, 2),
                 too_much,
                 Ledger::default(),

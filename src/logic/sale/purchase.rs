@@ -1,7 +1,7 @@
 //! Purchases: TRY and its refusals, CONFIRM, CANCEL (a refund for final units) and RESTOCK.
 
 use super::{EventKind, Sale, SaleError};
-use crate::logic::buyers::Entry;
+use crate::logic::buyers::BuyerRecord;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TryOutcome {
@@ -63,44 +63,44 @@ impl Sale {
             return Ok(refusal);
         }
         let found = self.buyers.find(user);
-        let mut entry = found.map_or_else(Entry::default, |(_, entry)| entry);
-        if entry.units() + qty > self.config.limit {
+        let mut record = found.map_or_else(BuyerRecord::default, |(_, record)| record);
+        if record.units() + qty > self.config.limit {
             return Ok(TryOutcome::LimitExceeded);
         }
         if found.is_none() && !self.buyers.has_room() {
             return Err(SaleError::BuyersFull);
         }
-        if entry.units() == 0 && self.buyers.layout().orders {
+        if record.units() == 0 && self.buyers.layout().orders {
             self.totals.orders += 1;
-            entry.order = self.totals.orders;
+            record.order = self.totals.orders;
         }
-        let opens_hold = self.config.hold_ms.is_some() && entry.held_qty == 0;
+        let opens_hold = self.config.hold_ms.is_some() && record.held_qty == 0;
         match self.config.hold_ms {
             Some(hold_ms) => {
                 if opens_hold {
-                    entry.expires_at_ms = now_ms.saturating_add(hold_ms);
+                    record.expires_at_ms = now_ms.saturating_add(hold_ms);
                 }
                 // Units bought while a hold is live join it, under its deadline.
-                entry.held_qty += qty;
+                record.held_qty += qty;
                 self.held += qty;
             }
             None => {
-                entry.final_qty += qty;
+                record.final_qty += qty;
                 self.sold += qty;
             }
         }
-        let slot = match found {
-            Some((slot, _)) => {
-                self.buyers.set(slot, &entry);
-                slot
+        let record_id = match found {
+            Some((record_id, _)) => {
+                self.buyers.set(record_id, &record);
+                record_id
             }
-            None => self.buyers.insert(user, &entry),
+            None => self.buyers.insert(user, &record),
         };
         if opens_hold {
-            self.holds.push(entry.expires_at_ms, slot);
+            self.holds.push(record.expires_at_ms, record_id);
         }
         self.remaining -= qty;
-        self.record(EventKind::Purchase, Some(slot), qty, entry.order);
+        self.record(EventKind::Purchase, Some(record_id), qty, record.order);
         Ok(TryOutcome::Bought {
             remaining: self.remaining,
         })
@@ -116,20 +116,20 @@ impl Sale {
             return Err(SaleError::NoHolds);
         }
         self.expire_due(now_ms);
-        let Some((slot, mut entry)) = self.buyers.find(user) else {
+        let Some((record_id, mut record)) = self.buyers.find(user) else {
             return Ok(false);
         };
-        if entry.held_qty == 0 {
+        if record.held_qty == 0 {
             return Ok(false);
         }
-        let qty = entry.held_qty;
-        entry.final_qty += qty;
-        entry.held_qty = 0;
-        self.buyers.set(slot, &entry);
+        let qty = record.held_qty;
+        record.final_qty += qty;
+        record.held_qty = 0;
+        self.buyers.set(record_id, &record);
         self.drop_stale_holds();
         self.held -= qty;
         self.sold += qty;
-        self.record(EventKind::Confirm, Some(slot), qty, entry.order);
+        self.record(EventKind::Confirm, Some(record_id), qty, record.order);
         Ok(true)
     }
 
@@ -143,24 +143,24 @@ impl Sale {
             return Err(SaleError::EmptyUser);
         }
         self.expire_due(now_ms);
-        let Some((slot, mut entry)) = self.buyers.find(user) else {
+        let Some((record_id, mut record)) = self.buyers.find(user) else {
             return Ok(0);
         };
-        let returned = qty.map_or(entry.units(), |qty| qty.min(entry.units()));
+        let returned = qty.map_or(record.units(), |qty| qty.min(record.units()));
         if returned == 0 {
             return Ok(0);
         }
-        let from_hold = returned.min(entry.held_qty);
+        let from_hold = returned.min(record.held_qty);
         let refunded = returned - from_hold;
-        entry.held_qty -= from_hold;
-        entry.final_qty -= refunded;
-        self.buyers.set(slot, &entry);
+        record.held_qty -= from_hold;
+        record.final_qty -= refunded;
+        self.buyers.set(record_id, &record);
         self.drop_stale_holds();
         self.held -= from_hold;
         self.sold -= refunded;
         self.totals.refunded += refunded;
         self.remaining += returned;
-        self.record(EventKind::Cancel, Some(slot), returned, entry.order);
+        self.record(EventKind::Cancel, Some(record_id), returned, record.order);
         Ok(returned)
     }
 
@@ -492,7 +492,7 @@ mod tests {
         );
         assert_eq!(sale.restock(MAX_UNITS - 3, T0), Ok(MAX_UNITS - 1));
         assert_eq!(
-            sale.events().last().map(|e| (e.kind, e.slot)),
+            sale.events().last().map(|e| (e.kind, e.record_id)),
             Some((EventKind::Restock, None))
         );
         assert_invariants(&sale);

@@ -2,7 +2,7 @@
 //! due holds counted as gone before the next write expires them.
 
 use super::{Sale, SaleError};
-use crate::logic::buyers::{Entry, Slot};
+use crate::logic::buyers::{BuyerRecord, RecordId};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BuyerState {
@@ -49,16 +49,16 @@ pub struct SaleSummary {
 }
 
 impl Sale {
-    /// `entry` as of `now_ms`: a hold that is due counts as gone even before `expire_due` runs,
+    /// `record` as of `now_ms`: a hold that is due counts as gone even before `expire_due` runs,
     /// so reads (which never change the sale) see what the next write will.
-    pub(super) fn entry_at(entry: Entry, now_ms: u64) -> Entry {
-        if entry.held_qty > 0 && entry.expires_at_ms <= now_ms {
-            Entry {
+    pub(super) fn record_at(record: BuyerRecord, now_ms: u64) -> BuyerRecord {
+        if record.held_qty > 0 && record.expires_at_ms <= now_ms {
+            BuyerRecord {
                 held_qty: 0,
-                ..entry
+                ..record
             }
         } else {
-            entry
+            record
         }
     }
 
@@ -66,25 +66,25 @@ impl Sale {
     pub fn bought(&self, user: &[u8], now_ms: u64) -> u64 {
         self.buyers
             .find(user)
-            .map_or(0, |(_, entry)| Sale::entry_at(entry, now_ms).units())
+            .map_or(0, |(_, record)| Sale::record_at(record, now_ms).units())
     }
 
     pub fn summary(&self, now_ms: u64) -> SaleSummary {
         let (mut due_units, mut due_buyers) = (0, 0);
         // A hold cancelled and opened again within one ms has two live items: count it once.
-        let mut due: Vec<Slot> = self
+        let mut due: Vec<RecordId> = self
             .holds
             .iter()
             .take_while(|&&(at, _)| at <= now_ms)
-            .filter(|&&(at, slot)| self.is_live(at, slot))
-            .map(|&(_, slot)| slot)
+            .filter(|&&(at, record_id)| self.is_live(at, record_id))
+            .map(|&(_, record_id)| record_id)
             .collect();
         due.sort_unstable();
         due.dedup();
-        for slot in due {
-            let entry = self.buyers.entry(slot).1;
-            due_units += entry.held_qty;
-            due_buyers += u64::from(entry.final_qty == 0);
+        for record_id in due {
+            let record = self.buyers.record(record_id).1;
+            due_units += record.held_qty;
+            due_buyers += u64::from(record.final_qty == 0);
         }
         let remaining = self.remaining + due_units;
         SaleSummary {
@@ -122,18 +122,18 @@ impl Sale {
         }
         let budget = count.saturating_mul(10);
         let mut found = Vec::new();
-        for (next, (_, user, entry)) in (cursor..).zip(self.buyers.iter_from(cursor)) {
+        for (next, (_, user, record)) in (cursor..).zip(self.buyers.iter_from(cursor)) {
             if found.len() as u64 == count || next - cursor == budget {
                 return Ok((next, found));
             }
-            let entry = Sale::entry_at(entry, now_ms);
-            if entry.units() > 0 {
-                let state = if entry.held_qty > 0 {
+            let record = Sale::record_at(record, now_ms);
+            if record.units() > 0 {
+                let state = if record.held_qty > 0 {
                     BuyerState::Held
                 } else {
                     BuyerState::Final
                 };
-                found.push((user, entry.units(), state));
+                found.push((user, record.units(), state));
             }
         }
         Ok((0, found))
