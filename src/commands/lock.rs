@@ -125,18 +125,18 @@ pub const ACQUIRE: Command = Command {
     flags: c"write deny-oom blocking",
     handler: acquire,
     doc: Some(Doc {
-            summary: c"Takes the lock for `token` for `ttl_ms` (or renews it for its holder), waiting up to WAIT ms in the server. Replies the fencing token, or nil.",
-            complexity: c"O(1), O(W) in waiters to queue",
-            since: c"0.1.0",
-            access: Access::Write,
-            inserts_after: None,
-            args: &[
-                KEY,
-                arg(c"token", Kind::Text),
-                arg(c"ttl_ms", Kind::Integer),
-                option(c"WAIT", c"timeout_ms", Kind::Integer),
-            ],
-        }),
+        summary: c"Takes the lock for `token` for `ttl_ms` (or renews it for its holder), waiting up to WAIT ms in the server. Replies the fencing token, or nil.",
+        complexity: c"O(1), O(W) in waiters to queue",
+        since: c"0.1.0",
+        access: Access::Write,
+        inserts_after: None,
+        args: &[
+            KEY,
+            arg(c"token", Kind::Text),
+            arg(c"ttl_ms", Kind::Integer),
+            option(c"WAIT", c"timeout_ms", Kind::Integer),
+        ],
+    }),
 };
 
 /// LOCK.ACQUIRE key token ttl_ms [WAIT timeout_ms]
@@ -178,13 +178,13 @@ pub const RELEASE: Command = Command {
     flags: c"write fast",
     handler: release,
     doc: Some(Doc {
-            summary: c"Releases the lock if `token` holds it, handing it to the first waiter. Replies 1, or 0 if another holds it.",
-            complexity: c"O(1)",
-            since: c"0.1.0",
-            access: Access::Write,
-            inserts_after: None,
-            args: &[KEY, arg(c"token", Kind::Text)],
-        }),
+        summary: c"Releases the lock if `token` holds it, handing it to the first waiter. Replies 1, or 0 if another holds it.",
+        complexity: c"O(1)",
+        since: c"0.1.0",
+        access: Access::Write,
+        inserts_after: None,
+        args: &[KEY, arg(c"token", Kind::Text)],
+    }),
 };
 
 /// LOCK.RELEASE key token

@@ -80,43 +80,43 @@ pub const INIT: Command = Command {
     flags: c"write deny-oom",
     handler: init,
     doc: Some(Doc {
-            summary: c"Creates (or with REPLACE resets) a flash sale of `stock` units with a per-user LIMIT, optional holds awaiting confirmation, a sale window and an event stream.",
-            complexity: c"O(1), O(N) with REPLACE where N is the old sale's buyers",
-            since: c"0.1.0",
-            access: Access::Write,
-            inserts_after: Some(c"EVENTS"),
-            args: &[
-                KEY,
-                arg(c"stock", Kind::Integer),
-                option(c"LIMIT", c"limit", Kind::Integer),
-                option(c"HOLD", c"hold_ms", Kind::Integer),
-                option(c"START", c"start_unix_ms", Kind::UnixTime),
-                option(c"END", c"end_unix_ms", Kind::UnixTime),
-                Arg {
-                    name: c"events",
-                    kind: Kind::Block,
-                    token: None,
-                    optional: true,
-                    subargs: &[
-                        // Key spec 1: the stream, found after the EVENTS keyword.
-                        tokened(c"EVENTS", c"stream", Kind::Key),
-                        option(c"MAXLEN", c"maxlen", Kind::Integer),
-                    ],
-                },
-                Arg {
-                    name: c"partition",
-                    kind: Kind::Block,
-                    token: None,
-                    optional: true,
-                    subargs: &[
-                        tokened(c"PARTITION", c"index", Kind::Integer),
-                        tokened(c"PARTITIONS", c"count", Kind::Integer),
-                        tokened(c"MANIFEST", c"manifest", Kind::Text),
-                    ],
-                },
-                flag(c"REPLACE"),
-            ],
-        }),
+        summary: c"Creates (or with REPLACE resets) a flash sale of `stock` units with a per-user LIMIT, optional holds awaiting confirmation, a sale window and an event stream.",
+        complexity: c"O(1), O(N) with REPLACE where N is the old sale's buyers",
+        since: c"0.1.0",
+        access: Access::Write,
+        inserts_after: Some(c"EVENTS"),
+        args: &[
+            KEY,
+            arg(c"stock", Kind::Integer),
+            option(c"LIMIT", c"limit", Kind::Integer),
+            option(c"HOLD", c"hold_ms", Kind::Integer),
+            option(c"START", c"start_unix_ms", Kind::UnixTime),
+            option(c"END", c"end_unix_ms", Kind::UnixTime),
+            Arg {
+                name: c"events",
+                kind: Kind::Block,
+                token: None,
+                optional: true,
+                subargs: &[
+                    // Key spec 1: the stream, found after the EVENTS keyword.
+                    tokened(c"EVENTS", c"stream", Kind::Key),
+                    option(c"MAXLEN", c"maxlen", Kind::Integer),
+                ],
+            },
+            Arg {
+                name: c"partition",
+                kind: Kind::Block,
+                token: None,
+                optional: true,
+                subargs: &[
+                    tokened(c"PARTITION", c"index", Kind::Integer),
+                    tokened(c"PARTITIONS", c"count", Kind::Integer),
+                    tokened(c"MANIFEST", c"manifest", Kind::Text),
+                ],
+            },
+            flag(c"REPLACE"),
+        ],
+    }),
 };
 
 /// SECKILL.INIT key stock [LIMIT n] [HOLD ms] [START unix_ms] [END unix_ms] [EVENTS stream]
@@ -184,13 +184,13 @@ pub const TRY: Command = Command {
     flags: c"write deny-oom fast",
     handler: try_buy,
     doc: Some(Doc {
-            summary: c"Buys `qty` units (default 1) for `user` in one atomic step: checks sold out, window and LIMIT, takes the stock, records the buyer. Replies the units left, or -1 sold out, -2 over limit, -3 not started, -4 ended, -5 (a partition only) drained but not sealed.",
-            complexity: c"O(1)",
-            since: c"0.1.0",
-            access: Access::Write,
-            inserts_after: None,
-            args: &[KEY, USER, QTY],
-        }),
+        summary: c"Buys `qty` units (default 1) for `user` in one atomic step: checks sold out, window and LIMIT, takes the stock, records the buyer. Replies the units left, or -1 sold out, -2 over limit, -3 not started, -4 ended, -5 (a partition only) drained but not sealed.",
+        complexity: c"O(1)",
+        since: c"0.1.0",
+        access: Access::Write,
+        inserts_after: None,
+        args: &[KEY, USER, QTY],
+    }),
 };
 
 /// SECKILL.TRY key user [qty]
@@ -222,13 +222,13 @@ pub const CANCEL: Command = Command {
     flags: c"write fast",
     handler: cancel,
     doc: Some(Doc {
-            summary: c"Returns `qty` of a user's units (all without qty) to stock. Replies the units returned.",
-            complexity: c"O(1)",
-            since: c"0.2.0",
-            access: Access::Write,
-            inserts_after: None,
-            args: &[KEY, USER, QTY],
-        }),
+        summary: c"Returns `qty` of a user's units (all without qty) to stock. Replies the units returned.",
+        complexity: c"O(1)",
+        since: c"0.2.0",
+        access: Access::Write,
+        inserts_after: None,
+        args: &[KEY, USER, QTY],
+    }),
 };
 
 /// SECKILL.CANCEL key user [qty]
@@ -260,18 +260,18 @@ pub const LEND: Command = Command {
     flags: c"write deny-oom fast",
     handler: lend,
     doc: Some(Doc {
-            summary: c"Moves `n` units of remaining stock out of this sale as transfer `id` to sale `dst` (repeating it changes nothing). Replies the units lent.",
-            complexity: c"O(log T) where T is the pending transfers",
-            since: c"0.3.0",
-            access: Access::Write,
-            inserts_after: None,
-            args: &[
-                KEY,
-                TRANSFER_ID,
-                UNITS,
-                tokened(c"TO", c"dst", Kind::Text),
-            ],
-        }),
+        summary: c"Moves up to `n` units of remaining stock out of this sale as transfer `id` to sale `dst`. The same id, n and dst again changes nothing; another n or dst is refused. Replies the units lent.",
+        complexity: c"O(log T) where T is the pending transfers",
+        since: c"0.3.0",
+        access: Access::Write,
+        inserts_after: None,
+        args: &[
+            KEY,
+            TRANSFER_ID,
+            UNITS,
+            tokened(c"TO", c"dst", Kind::Text),
+        ],
+    }),
 };
 
 /// SECKILL.LEND key id n TO dst
@@ -284,18 +284,18 @@ pub const ABSORB: Command = Command {
     flags: c"write deny-oom fast",
     handler: absorb,
     doc: Some(Doc {
-            summary: c"Adds the `n` units of transfer `id` from sale `src` to this sale's remaining stock, once. Replies 1, or 0 if already absorbed.",
-            complexity: c"O(log T) where T is the transfers",
-            since: c"0.3.0",
-            access: Access::Write,
-            inserts_after: None,
-            args: &[
-                KEY,
-                TRANSFER_ID,
-                UNITS,
-                tokened(c"FROM", c"src", Kind::Text),
-            ],
-        }),
+        summary: c"Adds the `n` units of transfer `id` from sale `src` to this sale's remaining stock, once. Replies 1, or 0 if already absorbed.",
+        complexity: c"O(log T) where T is the transfers",
+        since: c"0.3.0",
+        access: Access::Write,
+        inserts_after: None,
+        args: &[
+            KEY,
+            TRANSFER_ID,
+            UNITS,
+            tokened(c"FROM", c"src", Kind::Text),
+        ],
+    }),
 };
 
 /// SECKILL.ABSORB key id n FROM src
@@ -327,13 +327,13 @@ pub const SEAL: Command = Command {
     flags: c"write fast",
     handler: seal,
     doc: Some(Doc {
-            summary: c"Marks a drained partition sold out for `ms`, or until stock comes back. Replies 1, or 0 if it has stock.",
-            complexity: c"O(1)",
-            since: c"0.5.0",
-            access: Access::Write,
-            inserts_after: None,
-            args: &[KEY, arg(c"ms", Kind::Integer)],
-        }),
+        summary: c"Marks a drained partition sold out for `ms`, or until stock comes back. Replies 1, or 0 if it has stock.",
+        complexity: c"O(1)",
+        since: c"0.5.0",
+        access: Access::Write,
+        inserts_after: None,
+        args: &[KEY, arg(c"ms", Kind::Integer)],
+    }),
 };
 
 /// SECKILL.SEAL key ms
