@@ -29,6 +29,7 @@ fn setup(con: &mut redis::Connection) {
         ],
     );
     seckill_harness::int(con, &["SECKILL.TRY", "{s}", "alice"]);
+    seckill_harness::int(con, &["SECKILL.TRY", "{s}", "alice", "1", "ID", "a-1"]);
     ok(con, &["SECKILL.INIT", "plain", "5"]);
     seckill_harness::int(con, &["SECKILL.TRY", "plain", "alice"]);
     seckill_harness::int(con, &["LOCK.ACQUIRE", "l", "t", "60000"]);
@@ -250,7 +251,30 @@ fn other_cases() -> Vec<(&'static str, &'static str)> {
         ),
         ("SECKILL.INIT new", arity("seckill.init")),
         ("SECKILL.TRY {s}", arity("seckill.try")),
-        ("SECKILL.TRY {s} bob 1 1", arity("seckill.try")),
+        ("SECKILL.TRY {s} bob 1 1", "ERR unknown option '1'"),
+        ("SECKILL.TRY {s} bob 1 ID", "ERR ID needs a value"),
+        (
+            "SECKILL.TRY {s} bob ID ''",
+            "ERR attempt id must be 1 to 64 bytes",
+        ),
+        (
+            "SECKILL.TRY {s} bob ID xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+            "ERR attempt id must be 1 to 64 bytes",
+        ),
+        ("SECKILL.TRY {s} bob ID a ID b", "ERR syntax error"),
+        ("SECKILL.CANCEL {s} bob 1 WHO a", "ERR unknown option 'WHO'"),
+        (
+            "SECKILL.CANCEL {s} alice ID ''",
+            "ERR attempt id must be 1 to 64 bytes",
+        ),
+        (
+            "SECKILL.TRY {s} alice 2 ID a-1",
+            "ERR attempt id already used with another qty",
+        ),
+        (
+            "SECKILL.CANCEL {s} alice 1 ID a-1",
+            "ERR attempt id already used by another command",
+        ),
         ("SECKILL.CONFIRM {s}", arity("seckill.confirm")),
         ("SECKILL.CANCEL {s}", arity("seckill.cancel")),
         ("SECKILL.RESTOCK {s}", arity("seckill.restock")),

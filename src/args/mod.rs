@@ -53,7 +53,7 @@ pub fn identifier<'a>(raw: &'a [u8], what: &str) -> ArgResult<&'a [u8]> {
 /// returns whether it consumed the value. An option given twice is `ERR syntax error`, as
 /// built-in commands answer `SET k v EX 1 EX 2`.
 pub(crate) fn options<'a>(
-    rest: &'a [&'a [u8]],
+    rest: &[&'a [u8]],
     mut on_option: impl FnMut(&str, Option<&'a [u8]>) -> ArgResult<bool>,
 ) -> ArgResult<()> {
     let mut seen: Vec<String> = Vec::new();

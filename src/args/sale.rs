@@ -5,7 +5,7 @@ use super::{
     value_of,
 };
 use crate::logic::escrow::MAX_TRANSFER_ID;
-use crate::logic::sale::{MAX_PARTITIONS, MAX_UNITS};
+use crate::logic::sale::{MAX_ATTEMPT_ID, MAX_PARTITIONS, MAX_UNITS};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InitArgs<'a> {
@@ -124,13 +124,53 @@ fn quantity(raw: &[u8]) -> u64 {
     integer(raw, "qty", 1, MAX_UNITS).unwrap_or(0)
 }
 
-/// `SECKILL.TRY key user [qty]`
-pub fn try_buy<'a>(rest: &[&'a [u8]]) -> ArgResult<(&'a [u8], u64)> {
-    match rest {
-        [user] => Ok((identifier(user, "user")?, 1)),
-        [user, qty] => Ok((identifier(user, "user")?, quantity(qty))),
-        _ => Err(ArgError::Arity),
+/// A purchase or a cancel: the buyer, the `qty` given (if any) and the attempt id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BuyerCall<'a> {
+    pub user: &'a [u8],
+    pub qty: Option<u64>,
+    pub attempt: Option<&'a [u8]>,
+}
+
+/// `user [qty] [ID attempt]`: `qty` is there when the word after the user is not `ID`.
+fn buyer_call<'a>(rest: &[&'a [u8]]) -> ArgResult<BuyerCall<'a>> {
+    let [user, after_user @ ..] = rest else {
+        return Err(ArgError::Arity);
+    };
+    let user = identifier(user, "user")?;
+    let (qty, options_rest) = match after_user {
+        [word, ..] if word.eq_ignore_ascii_case(b"ID") => (None, after_user),
+        [qty, more @ ..] => (Some(quantity(qty)), more),
+        [] => (None, after_user),
+    };
+    let mut attempt = None;
+    options(options_rest, |name, value| match name {
+        "ID" => {
+            attempt = Some(attempt_id(value_of(name, value)?)?);
+            Ok(true)
+        }
+        _ => Err(unknown_option(name.as_bytes())),
+    })?;
+    Ok(BuyerCall { user, qty, attempt })
+}
+
+/// An attempt id, 1 to [`MAX_ATTEMPT_ID`] bytes.
+pub fn attempt_id(raw: &[u8]) -> ArgResult<&[u8]> {
+    if raw.is_empty() || raw.len() > MAX_ATTEMPT_ID {
+        return Err(ArgError::Invalid(format!(
+            "ERR attempt id must be 1 to {MAX_ATTEMPT_ID} bytes"
+        )));
     }
+    Ok(raw)
+}
+
+/// `SECKILL.TRY key user [qty] [ID attempt]`: `qty` defaults to 1.
+pub fn try_buy<'a>(rest: &[&'a [u8]]) -> ArgResult<BuyerCall<'a>> {
+    let call = buyer_call(rest)?;
+    Ok(BuyerCall {
+        qty: Some(call.qty.unwrap_or(1)),
+        ..call
+    })
 }
 
 /// `SECKILL.BOUGHT key user`
@@ -141,13 +181,9 @@ pub fn user_only<'a>(rest: &[&'a [u8]]) -> ArgResult<&'a [u8]> {
     }
 }
 
-/// `SECKILL.CANCEL key user [qty]`: `None` cancels all the user's units.
-pub fn cancel<'a>(rest: &[&'a [u8]]) -> ArgResult<(&'a [u8], Option<u64>)> {
-    match rest {
-        [user] => Ok((identifier(user, "user")?, None)),
-        [user, qty] => Ok((identifier(user, "user")?, Some(quantity(qty)))),
-        _ => Err(ArgError::Arity),
-    }
+/// `SECKILL.CANCEL key user [qty] [ID attempt]`: no `qty` cancels all the user's units.
+pub fn cancel<'a>(rest: &[&'a [u8]]) -> ArgResult<BuyerCall<'a>> {
+    buyer_call(rest)
 }
 
 /// `SECKILL.RESTOCK key units`
@@ -422,8 +458,8 @@ mod tests {
 
     #[test]
     fn lifecycle_commands() {
-        assert_eq!(cancel(&[b"u"]), Ok((&b"u"[..], None)));
-        assert_eq!(cancel(&[b"u", b"2"]), Ok((&b"u"[..], Some(2))));
+        assert_eq!(cancel(&[b"u"]), Ok(call(b"u", None, None)));
+        assert_eq!(cancel(&[b"u", b"2"]), Ok(call(b"u", Some(2), None)));
         // Not an integer in 1..2^63-1: 0, which the sale refuses naming its LIMIT.
         for bad in [
             &b"0"[..],
@@ -433,8 +469,16 @@ mod tests {
             b"9223372036854775808",
             b"18446744073709551616",
         ] {
-            assert_eq!(cancel(&[b"u", bad]), Ok((&b"u"[..], Some(0))), "{bad:?}");
-            assert_eq!(try_buy(&[b"u", bad]), Ok((&b"u"[..], 0)), "{bad:?}");
+            assert_eq!(
+                cancel(&[b"u", bad]),
+                Ok(call(b"u", Some(0), None)),
+                "{bad:?}"
+            );
+            assert_eq!(
+                try_buy(&[b"u", bad]),
+                Ok(call(b"u", Some(0), None)),
+                "{bad:?}"
+            );
         }
         assert_eq!(cancel(&[]), Err(ArgError::Arity));
         assert_eq!(restock(&[b"3"]), Ok(3));
@@ -454,15 +498,18 @@ mod tests {
 
     #[test]
     fn try_and_user_commands() {
-        assert_eq!(try_buy(&[b"u"]), Ok((&b"u"[..], 1)));
-        assert_eq!(try_buy(&[b"u", b"3"]), Ok((&b"u"[..], 3)));
+        assert_eq!(try_buy(&[b"u"]), Ok(call(b"u", Some(1), None)));
+        assert_eq!(try_buy(&[b"u", b"3"]), Ok(call(b"u", Some(3), None)));
         assert_eq!(try_buy(&[]), Err(ArgError::Arity));
-        assert_eq!(try_buy(&[b"u", b"1", b"x"]), Err(ArgError::Arity));
+        assert_eq!(
+            try_buy(&[b"u", b"1", b"x"]),
+            Err(invalid("ERR unknown option 'X'"))
+        );
         assert_eq!(
             try_buy(&[b"", b"1"]),
             Err(invalid("ERR user must not be empty"))
         );
-        assert_eq!(try_buy(&[b"u", b"0"]), Ok((&b"u"[..], 0)));
+        assert_eq!(try_buy(&[b"u", b"0"]), Ok(call(b"u", Some(0), None)));
         assert_eq!(user_only(&[b"u"]), Ok(&b"u"[..]));
         assert_eq!(user_only(&[]), Err(ArgError::Arity));
         assert_eq!(key_only(&[]), Ok(()));
@@ -513,5 +560,57 @@ mod tests {
         assert!(transfer_id(&long[..MAX_TRANSFER_ID]).is_ok());
         assert_eq!(settle(&[b"t"]), Ok(&b"t"[..]));
         assert_eq!(settle(&[]), Err(ArgError::Arity));
+    }
+
+    fn call<'a>(user: &'a [u8], qty: Option<u64>, attempt: Option<&'a [u8]>) -> BuyerCall<'a> {
+        BuyerCall { user, qty, attempt }
+    }
+
+    #[test]
+    fn try_and_cancel_take_an_attempt_id() {
+        assert_eq!(
+            try_buy(&[b"u", b"ID", b"a1"]),
+            Ok(call(b"u", Some(1), Some(b"a1")))
+        );
+        assert_eq!(
+            try_buy(&[b"u", b"2", b"id", b"a1"]),
+            Ok(call(b"u", Some(2), Some(b"a1")))
+        );
+        assert_eq!(
+            cancel(&[b"u", b"Id", b"a1"]),
+            Ok(call(b"u", None, Some(b"a1")))
+        );
+        assert_eq!(
+            cancel(&[b"u", b"1", b"ID", b"a1"]),
+            Ok(call(b"u", Some(1), Some(b"a1")))
+        );
+        let too_long = [b'x'; 65];
+        for bad in [&b""[..], &too_long] {
+            assert_eq!(
+                try_buy(&[b"u", b"ID", bad]),
+                Err(invalid("ERR attempt id must be 1 to 64 bytes"))
+            );
+        }
+        assert_eq!(
+            try_buy(&[b"u", b"ID", &[b'x'; 64]]).map(|c| c.attempt.map(<[u8]>::len)),
+            Ok(Some(64))
+        );
+        assert_eq!(
+            try_buy(&[b"u", b"1", b"ID"]),
+            Err(invalid("ERR ID needs a value"))
+        );
+        assert_eq!(
+            try_buy(&[b"u", b"1", b"ID", b"a", b"ID", b"b"]),
+            Err(invalid("ERR syntax error"))
+        );
+        assert_eq!(
+            cancel(&[b"u", b"1", b"WHO", b"a"]),
+            Err(invalid("ERR unknown option 'WHO'"))
+        );
+        // `ID` right after the user is the option, not a qty that is not a number.
+        assert_eq!(
+            try_buy(&[b"u", b"ID"]),
+            Err(invalid("ERR ID needs a value"))
+        );
     }
 }

@@ -57,6 +57,14 @@ impl BuyerRecord {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RecordId(u64);
 
+impl RecordId {
+    /// A record id out of nothing, for tests of tables keyed by record.
+    #[cfg(test)]
+    pub fn for_tests(n: u64) -> RecordId {
+        RecordId(n)
+    }
+}
+
 /// Largest arena offset a record may start at (about 200 million buyers of 20-byte ids).
 pub const MAX_ARENA: u64 = u32::MAX as u64;
 

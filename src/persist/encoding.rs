@@ -8,10 +8,10 @@ use crate::logic::buyers::BuyerRecord;
 use crate::logic::buyers::{get_varint, put_varint};
 use crate::logic::escrow::{Ledger, Leg, Transfer};
 use crate::logic::lock::{Holder, Lock};
-use crate::logic::sale::{Partition, Sale, SaleConfig, SaleTotals};
+use crate::logic::sale::{Attempt, AttemptKind, Partition, Sale, SaleConfig, SaleTotals};
 use std::num::NonZeroU64;
 
-pub const SALE_VERSION: u32 = 7;
+pub const SALE_VERSION: u32 = 8;
 pub const LOCK_VERSION: u32 = 1;
 
 #[derive(Debug, PartialEq, Eq)]
@@ -55,7 +55,7 @@ fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
-/// v7: `stock limit hold_ms start_ms end_ms events events_maxlen manifest partition partitions
+/// v7 and v8: `stock limit hold_ms start_ms end_ms events events_maxlen manifest partition partitions
 /// sealed_until replay_clock last_entry_ms last_entry_seq seed restocked refunded orders lent absorbed
 /// transfer_count (id kind units [asked] peer [started_ms])* count (user final held expires_at
 /// order)*`; integers are varints, `events`, `seed`, ids and peers are length-prefixed bytes,
@@ -64,7 +64,8 @@ fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
 /// follows), in id order; `asked` is LEND's `n`, and a lent record loaded from v3 to v6 keeps
 /// 0 (asked) and, settled, the empty peer (those versions did not keep them). Records are
 /// in creation order, the gone ones included, so a replica loading this lays its table out
-/// as the master's.
+/// as the master's. v8 appends `attempt_count (user kind digest_high digest_low asked
+/// units)*`, each buyer's last attempt id (kind 0 TRY, 1 CANCEL), in record order.
 pub fn encode_sale(sale: &Sale) -> Vec<u8> {
     let config = sale.config();
     let totals = sale.totals();
@@ -140,14 +141,57 @@ pub fn encode_sale(sale: &Sale) -> Vec<u8> {
             put_varint(&mut out, value);
         }
     }
+    let attempts: Vec<(&[u8], Attempt)> = sale.attempts().collect();
+    put_varint(&mut out, attempts.len() as u64);
+    for (user, attempt) in attempts {
+        put_bytes(&mut out, user);
+        put_varint(&mut out, attempt_kind_code(attempt.kind));
+        for value in attempt
+            .digest
+            .into_iter()
+            .chain([attempt.asked, attempt.units])
+        {
+            put_varint(&mut out, value);
+        }
+    }
     out
+}
+
+fn attempt_kind_code(kind: AttemptKind) -> u64 {
+    match kind {
+        AttemptKind::Try => 0,
+        AttemptKind::Cancel => 1,
+    }
+}
+
+/// v8's attempts: `count (user kind digest_high digest_low asked units)*`, after the buyers.
+fn read_attempts(reader: &mut Reader, sale: &mut Sale) -> Decoded<()> {
+    let count = reader.varint()?;
+    let count = check_count(reader, count, 7)?;
+    for _ in 0..count {
+        let user = reader.bytes()?;
+        let kind = match reader.varint()? {
+            0 => AttemptKind::Try,
+            1 => AttemptKind::Cancel,
+            _ => return Err(DecodeError("bad attempt kind")),
+        };
+        let attempt = Attempt {
+            kind,
+            digest: [reader.varint()?, reader.varint()?],
+            asked: reader.varint()?,
+            units: reader.varint()?,
+        };
+        sale.set_decoded_attempt(user, attempt)
+            .map_err(|_| DecodeError("attempt of no buyer, or twice"))?;
+    }
+    Ok(())
 }
 
 pub fn decode_sale(bytes: &[u8], version: u32) -> Decoded<Sale> {
     let mut reader = Reader { bytes, pos: 0 };
     match version {
         1 => decode_sale_v1(&mut reader),
-        2..=7 => decode_sale_v2_to_v7(&mut reader, version),
+        2..=8 => decode_sale_v2_to_v8(&mut reader, version),
         _ => Err(DecodeError("unknown sale encoding version")),
     }
 }
@@ -201,6 +245,7 @@ fn rebuilt<'a>(
     config: SaleConfig,
     totals: SaleTotals,
     ledger: Ledger,
+    version: u32,
 ) -> Decoded<Sale> {
     // The records' user ids take at most what is left of the payload.
     let user_bytes = reader.bytes.len() - reader.pos;
@@ -214,7 +259,10 @@ fn rebuilt<'a>(
     if let Some(e) = records.error {
         return Err(e);
     }
-    let sale = sale.map_err(|_| DecodeError("sale breaks an invariant"))?;
+    let mut sale = sale.map_err(|_| DecodeError("sale breaks an invariant"))?;
+    if version >= 8 {
+        read_attempts(records.reader, &mut sale)?;
+    }
     records.reader.finish()?;
     Ok(sale)
 }
@@ -263,14 +311,15 @@ fn decode_sale_v1(reader: &mut Reader) -> Decoded<Sale> {
         config,
         SaleTotals::default(),
         Ledger::default(),
+        1,
     )
 }
 
 /// v3 is v2 with the transfer ledger between the totals and the buyers; v4 is v3 with the
 /// stream's MAXLEN after its name; v5 is v4 with the partition and its seal after MAXLEN; v6
 /// is v5 with the replay clock and the last entry's ID after the seal; v7 is v6 with a lent
-/// transfer's `n` and a settled one's peer.
-fn decode_sale_v2_to_v7(reader: &mut Reader, version: u32) -> Decoded<Sale> {
+/// transfer's `n` and a settled one's peer; v8 is v7 with the buyers' attempts at the end.
+fn decode_sale_v2_to_v8(reader: &mut Reader, version: u32) -> Decoded<Sale> {
     let optional = |value: u64| (value != 0).then_some(value);
     let stock = reader.varint()?;
     let limit = reader.varint()?;
@@ -331,7 +380,15 @@ fn decode_sale_v2_to_v7(reader: &mut Reader, version: u32) -> Decoded<Sale> {
         events_maxlen,
         partition,
     };
-    rebuilt(reader, count, read_record_v2, config, totals, ledger)
+    rebuilt(
+        reader,
+        count,
+        read_record_v2,
+        config,
+        totals,
+        ledger,
+        version,
+    )
 }
 
 fn decode_ledger(reader: &mut Reader, version: u32) -> Decoded<Ledger> {
@@ -530,6 +587,22 @@ mod tests {
         clocked_sale()
     }
 
+    /// The sale stored in `tests/fixtures/sale-v8.bin`: the v7 fixture's after a CANCEL and a
+    /// TRY each with an attempt id (the buyers' last attempts, which v8 adds).
+    fn fixture_sale_v8() -> Sale {
+        let mut sale = clocked_sale();
+        assert_eq!(
+            sale.cancel_attempt(b"alice", Some(1), Some(b"cancel-1"), T0 + 9),
+            Ok(1)
+        );
+        assert_eq!(
+            sale.try_buy_attempt(b"carol", 1, Some(b"try-1"), T0 + 9),
+            Ok(TryOutcome::Bought { remaining: 0 })
+        );
+        sale.clear_events();
+        sale
+    }
+
     /// The v6 fixture's sale as this module makes it.
     fn clocked_sale() -> Sale {
         let mut sale = partition_sale();
@@ -669,8 +742,8 @@ mod tests {
         let bytes = fixture("sale-v7.bin");
         let sale = decode_sale(&bytes, 7).unwrap();
         assert_eq!(sale.summary(T0 + 10), fixture_sale_v7().summary(T0 + 10));
-        assert_eq!(encode_sale(&sale), bytes, "v7 is the current sale encoding");
-        assert_eq!(encode_sale(&fixture_sale_v7()), bytes);
+        assert_eq!(encode_sale(&sale), encode_sale(&fixture_sale_v7()));
+        assert_eq!(sale.attempts().count(), 0, "v7 had no attempts");
         // The settled id is bound to its destination and n, loaded as made.
         let mut again = sale.clone();
         assert_eq!(again.lend(b"t-settled", 2, b"{s}:p3", T0 + 10), Ok(2));
@@ -681,6 +754,29 @@ mod tests {
                 Err(SaleError::TransferConflict(_))
             ));
         }
+    }
+
+    #[test]
+    fn sale_v8_fixture_still_decodes() {
+        let bytes = fixture("sale-v8.bin");
+        let sale = decode_sale(&bytes, 8).unwrap();
+        assert_eq!(sale.summary(T0 + 10), fixture_sale_v8().summary(T0 + 10));
+        assert_eq!(encode_sale(&sale), bytes, "v8 is the current sale encoding");
+        assert_eq!(encode_sale(&fixture_sale_v8()), bytes);
+        let users: Vec<&[u8]> = sale.attempts().map(|(user, _)| user).collect();
+        assert_eq!(users, vec![&b"alice"[..], b"carol"], "in record order");
+        // The attempts load as made: their repeats change nothing.
+        let mut again = sale.clone();
+        assert_eq!(
+            again.cancel_attempt(b"alice", Some(1), Some(b"cancel-1"), T0 + 10),
+            Ok(1)
+        );
+        assert_eq!(
+            again.try_buy_attempt(b"carol", 1, Some(b"try-1"), T0 + 10),
+            Ok(TryOutcome::Bought { remaining: 0 })
+        );
+        assert!(!again.changed());
+        assert_eq!(encode_sale(&again), bytes);
     }
 
     #[test]
@@ -695,7 +791,7 @@ mod tests {
 
     #[test]
     fn round_trips() {
-        let sale = fixture_sale_v7();
+        let sale = fixture_sale_v8();
         let back = decode_sale(&encode_sale(&sale), SALE_VERSION).unwrap();
         assert_eq!(back.summary(T0), sale.summary(T0));
         assert_eq!(encode_sale(&back), encode_sale(&sale));
@@ -708,7 +804,7 @@ mod tests {
 
     #[test]
     fn every_truncation_and_unknown_version_is_an_error() {
-        let sale = encode_sale(&fixture_sale_v7());
+        let sale = encode_sale(&fixture_sale_v8());
         for cut in 0..sale.len() {
             assert!(
                 decode_sale(&sale[..cut], SALE_VERSION).is_err(),
@@ -810,7 +906,7 @@ mod tests {
         for (name, bytes) in [
             (
                 format!("sale-v{SALE_VERSION}.bin"),
-                encode_sale(&fixture_sale_v7()),
+                encode_sale(&fixture_sale_v8()),
             ),
             (
                 format!("lock-v{LOCK_VERSION}.bin"),

@@ -33,6 +33,7 @@ pub(super) enum Op<'a> {
     Try {
         user: &'a [u8],
         qty: u64,
+        attempt: Option<&'a [u8]>,
     },
     Confirm {
         user: &'a [u8],
@@ -40,6 +41,7 @@ pub(super) enum Op<'a> {
     Cancel {
         user: &'a [u8],
         qty: Option<u64>,
+        attempt: Option<&'a [u8]>,
     },
     Restock {
         units: u64,
@@ -75,15 +77,23 @@ pub(super) fn parse_op<'a>(
 ) -> Result<Op<'a>, ArgError> {
     let is = |name: &str| command.eq_ignore_ascii_case(name.as_bytes());
     Ok(if is("TRY") {
-        let (user, qty) = args::try_buy(rest)?;
-        Op::Try { user, qty }
+        let call = args::try_buy(rest)?;
+        Op::Try {
+            user: call.user,
+            qty: call.qty.unwrap_or(1),
+            attempt: call.attempt,
+        }
     } else if is("CONFIRM") {
         Op::Confirm {
             user: args::user_only(rest)?,
         }
     } else if is("CANCEL") {
-        let (user, qty) = args::cancel(rest)?;
-        Op::Cancel { user, qty }
+        let call = args::cancel(rest)?;
+        Op::Cancel {
+            user: call.user,
+            qty: call.qty,
+            attempt: call.attempt,
+        }
     } else if is("RESTOCK") {
         Op::Restock {
             units: args::restock(rest)?,
@@ -114,8 +124,8 @@ pub(super) fn parse_op<'a>(
 
 fn apply(sale: &mut Sale, op: &Op, now_ms: u64) -> RedisResult {
     Ok(match *op {
-        Op::Try { user, qty } => {
-            let outcome = sale.try_buy(user, qty, now_ms)?;
+        Op::Try { user, qty, attempt } => {
+            let outcome = sale.try_buy_attempt(user, qty, attempt, now_ms)?;
             stats::TRIES.incr();
             match outcome {
                 TryOutcome::Bought { remaining } => integer(remaining),
@@ -142,7 +152,9 @@ fn apply(sale: &mut Sale, op: &Op, now_ms: u64) -> RedisResult {
             }
         }
         Op::Confirm { user } => integer(u64::from(sale.confirm(user, now_ms)?)),
-        Op::Cancel { user, qty } => integer(sale.cancel(user, qty, now_ms)?),
+        Op::Cancel { user, qty, attempt } => {
+            integer(sale.cancel_attempt(user, qty, attempt, now_ms)?)
+        }
         Op::Restock { units } => integer(sale.restock(units, now_ms)?),
         Op::Lend(t) => integer(sale.lend(t.id, t.units, t.peer, now_ms)?),
         Op::Absorb(t) => integer(u64::from(sale.absorb(t.id, t.units, t.peer, now_ms)?)),

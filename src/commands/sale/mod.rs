@@ -32,6 +32,8 @@ use redis_module::{
 
 const USER: Arg = arg(c"user", Kind::Text);
 const QTY: Arg = optional(arg(c"qty", Kind::Integer));
+/// A client's id for this call, so that a retry of it changes nothing.
+const ATTEMPT: Arg = option(c"ID", c"attempt", Kind::Text);
 const TRANSFER_ID: Arg = arg(c"id", Kind::Text);
 const UNITS: Arg = arg(c"n", Kind::Integer);
 
@@ -56,6 +58,7 @@ impl From<SaleError> for RedisError {
             SaleError::InvalidCursor => "ERR invalid cursor".to_string(),
             SaleError::Ended => "ERR the sale has ended: its stock no longer moves".to_string(),
             SaleError::TransferConflict(why) => format!("ERR transfer id {why}"),
+            SaleError::AttemptConflict(why) => format!("ERR {why}"),
             SaleError::Invalid(why) => format!("ERR invalid sale: {why}"),
             SaleError::NotPartition => {
                 "ERR the sale is not a partition (INIT ... PARTITION i PARTITIONS n MANIFEST key)"
@@ -184,16 +187,16 @@ pub const TRY: Command = Command {
     flags: c"write deny-oom fast",
     handler: try_buy,
     doc: Some(Doc {
-        summary: c"Buys `qty` units (default 1) for `user` in one atomic step: checks sold out, window and LIMIT, takes the stock, records the buyer. Replies the units left, or -1 sold out, -2 over limit, -3 not started, -4 ended, -5 (a partition only) drained but not sealed.",
+        summary: c"Buys `qty` units (default 1) for `user` in one atomic step: checks sold out, window and LIMIT, takes the stock, records the buyer. Replies the units left, or -1 sold out, -2 over limit, -3 not started, -4 ended, -5 (a partition only) drained but not sealed. Repeated with the same ID while the buyer owns what it bought, it changes nothing and replies the units left.",
         complexity: c"O(1)",
         since: c"0.1.0",
         access: Access::Write,
         inserts_after: None,
-        args: &[KEY, USER, QTY],
+        args: &[KEY, USER, QTY, ATTEMPT],
     }),
 };
 
-/// SECKILL.TRY key user [qty]
+/// SECKILL.TRY key user [qty] [ID attempt]
 pub fn try_buy(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
     mutate(ctx, key_name, b"TRY", rest, now_ms(), Origin::Client)
 }
@@ -222,16 +225,16 @@ pub const CANCEL: Command = Command {
     flags: c"write fast",
     handler: cancel,
     doc: Some(Doc {
-        summary: c"Returns `qty` of a user's units (all without qty) to stock. Replies the units returned.",
+        summary: c"Returns `qty` of a user's units (all without qty) to stock. Replies the units returned; repeated with the same ID, what the first call returned.",
         complexity: c"O(1)",
         since: c"0.2.0",
         access: Access::Write,
         inserts_after: None,
-        args: &[KEY, USER, QTY],
+        args: &[KEY, USER, QTY, ATTEMPT],
     }),
 };
 
-/// SECKILL.CANCEL key user [qty]
+/// SECKILL.CANCEL key user [qty] [ID attempt]
 pub fn cancel(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
     mutate(ctx, key_name, b"CANCEL", rest, now_ms(), Origin::Client)
 }

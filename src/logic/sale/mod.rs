@@ -10,12 +10,14 @@
 //! `remaining + held + sold == stock + restocked`, where `sold` counts final units still
 //! owned (refunds take them out), and no user owns more than `limit` units.
 
+mod attempts;
 mod holds;
 mod ids;
 mod purchase;
 mod report;
 mod transfers;
 
+pub use attempts::{Attempt, AttemptKind, Attempts, MAX_ATTEMPT_ID};
 pub use holds::HoldQueue;
 pub use ids::next_entry_id;
 pub use purchase::TryOutcome;
@@ -42,6 +44,8 @@ pub enum SaleError {
     Ended,
     /// A transfer id reused for another transfer.
     TransferConflict(&'static str),
+    /// An attempt id reused for another call.
+    AttemptConflict(&'static str),
     /// Bad settings, or a restored sale that breaks the invariants.
     Invalid(&'static str),
     /// The buyer table holds all the user ids it can (about 4 GiB of them).
@@ -152,6 +156,8 @@ pub struct Sale {
     holds: HoldQueue,
     /// Stock moved to and from other sale keys.
     ledger: Ledger,
+    /// Each buyer's last TRY or CANCEL with an attempt id (see `attempts.rs`).
+    attempts: Attempts,
     /// Changes not yet taken by the command layer.
     events: Vec<SaleEvent>,
     /// Whether anything changed since the last `clear_events`, with or without an event (a
@@ -201,6 +207,7 @@ impl Sale {
             buyers: Buyers::new(layout),
             holds: HoldQueue::default(),
             ledger: Ledger::default(),
+            attempts: Attempts::default(),
             events: Vec::new(),
             changed: false,
             totals: SaleTotals {
@@ -288,6 +295,27 @@ impl Sale {
 
     pub fn ledger(&self) -> &Ledger {
         &self.ledger
+    }
+
+    /// Every buyer's last attempt, with the buyer's user id, in record (creation) order.
+    pub fn attempts(&self) -> impl Iterator<Item = (&[u8], Attempt)> {
+        self.attempts
+            .in_record_order()
+            .into_iter()
+            .map(|(record_id, attempt)| (self.buyers.record(record_id).0, attempt))
+    }
+
+    /// Puts back a decoded buyer's last attempt.
+    pub fn set_decoded_attempt(&mut self, user: &[u8], attempt: Attempt) -> Result<(), SaleError> {
+        let (record_id, _) = self
+            .buyers
+            .find(user)
+            .ok_or(SaleError::Invalid("attempt of an unknown buyer"))?;
+        if self.attempts.get(record_id).is_some() {
+            return Err(SaleError::Invalid("two attempts of one buyer"));
+        }
+        self.attempts.set(record_id, attempt);
+        Ok(())
     }
 
     #[cfg(test)]
@@ -381,6 +409,7 @@ impl Sale {
             + self.buyers.heap_bytes()
             + crate::logic::buyers::allocated(self.holds.heap_bytes())
             + self.ledger.heap_bytes()
+            + self.attempts.heap_bytes()
             + self.config.events.as_ref().map_or(0, Vec::capacity)
             + self.events.capacity() * std::mem::size_of::<SaleEvent>()
     }

@@ -1,7 +1,16 @@
 //! Purchases: TRY and its refusals, CONFIRM, CANCEL (a refund for final units) and RESTOCK.
 
+use super::attempts::{Attempt, AttemptKind, MAX_ATTEMPT_ID, Repeat, digest};
 use super::{EventKind, Sale, SaleError};
 use crate::logic::buyers::BuyerRecord;
+
+/// The digest of a well-formed attempt id.
+fn attempt_digest(id: &[u8]) -> Result<[u64; 2], SaleError> {
+    if id.is_empty() || id.len() > MAX_ATTEMPT_ID {
+        return Err(SaleError::Invalid("attempt id out of range"));
+    }
+    Ok(digest(id))
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TryOutcome {
@@ -46,7 +55,8 @@ impl Sale {
     /// The refusal a TRY of `qty` at `now_ms` gets without changing the sale at all, if it
     /// is known without a buyer lookup: then the command layer need not open the sale's
     /// stream (a sold-out storm on a sale with EVENTS). `None` when the TRY may change the
-    /// sale, or is refused only after a lookup (LIMIT).
+    /// sale, or is refused only after a lookup (LIMIT). A TRY with an attempt id that repeats
+    /// the buyer's last one answers a success instead, and changes nothing either.
     pub fn unchanged_refusal(&self, qty: u64, now_ms: u64) -> Option<TryOutcome> {
         if self.anything_due(now_ms) {
             return None;
@@ -54,11 +64,40 @@ impl Sale {
         self.refusal_before_lookup(qty, now_ms)
     }
 
-    /// One purchase attempt at `now_ms`: due holds expire, then the window is checked, then
-    /// sold out (no buyer lookup), then the per-user limit; then the units are taken.
+    /// One purchase at `now_ms`: due holds expire, then the window is checked, then sold out
+    /// (no buyer lookup), then the per-user limit; then the units are taken.
     pub fn try_buy(&mut self, user: &[u8], qty: u64, now_ms: u64) -> Result<TryOutcome, SaleError> {
+        self.try_buy_attempt(user, qty, None, now_ms)
+    }
+
+    /// [`Sale::try_buy`] under an attempt id: the buyer's last attempt repeated (see
+    /// `attempts.rs` for the window) replies the units left and changes nothing, before any
+    /// refusal is looked at, since the first call bought.
+    pub fn try_buy_attempt(
+        &mut self,
+        user: &[u8],
+        qty: u64,
+        attempt: Option<&[u8]>,
+        now_ms: u64,
+    ) -> Result<TryOutcome, SaleError> {
         self.check_request(user, qty)?;
+        let digest = attempt.map(attempt_digest).transpose()?;
         self.expire_due(now_ms);
+        if let Some(digest) = digest
+            && let Some((record_id, record)) = self.buyers.find(user)
+            && let Some(last) = self.attempts.get(record_id)
+        {
+            match last.repeat(AttemptKind::Try, digest, qty) {
+                Repeat::Of(bought) if record.units() >= bought => {
+                    return Ok(TryOutcome::Bought {
+                        remaining: self.remaining,
+                    });
+                }
+                Repeat::Conflict(why) => return Err(SaleError::AttemptConflict(why)),
+                // The units it bought went back: the call is judged as a new one.
+                Repeat::Of(_) | Repeat::New => {}
+            }
+        }
         if let Some(refusal) = self.refusal_before_lookup(qty, now_ms) {
             return Ok(refusal);
         }
@@ -99,6 +138,17 @@ impl Sale {
         if opens_hold {
             self.holds.push(record.expires_at_ms, record_id);
         }
+        if let Some(digest) = digest {
+            self.attempts.set(
+                record_id,
+                Attempt {
+                    kind: AttemptKind::Try,
+                    digest,
+                    asked: qty,
+                    units: qty,
+                },
+            );
+        }
         self.remaining -= qty;
         self.record(EventKind::Purchase, Some(record_id), qty, record.order);
         Ok(TryOutcome::Bought {
@@ -137,16 +187,53 @@ impl Sale {
     /// final ones (a refund). Replies the units returned. `qty` must be in 1..=limit, as for
     /// a purchase: nobody owns more.
     pub fn cancel(&mut self, user: &[u8], qty: Option<u64>, now_ms: u64) -> Result<u64, SaleError> {
+        self.cancel_attempt(user, qty, None, now_ms)
+    }
+
+    /// [`Sale::cancel`] under an attempt id: the buyer's last attempt repeated (see
+    /// `attempts.rs`) replies the units the first call returned and changes nothing.
+    pub fn cancel_attempt(
+        &mut self,
+        user: &[u8],
+        qty: Option<u64>,
+        attempt: Option<&[u8]>,
+        now_ms: u64,
+    ) -> Result<u64, SaleError> {
         if let Some(qty) = qty {
             self.check_request(user, qty)?;
         } else if user.is_empty() {
             return Err(SaleError::EmptyUser);
         }
+        let digest = attempt.map(attempt_digest).transpose()?;
         self.expire_due(now_ms);
         let Some((record_id, mut record)) = self.buyers.find(user) else {
             return Ok(0);
         };
+        let asked = qty.unwrap_or(0);
+        if let Some(digest) = digest
+            && let Some(last) = self.attempts.get(record_id)
+        {
+            match last.repeat(AttemptKind::Cancel, digest, asked) {
+                Repeat::Of(returned) => return Ok(returned),
+                Repeat::Conflict(why) => return Err(SaleError::AttemptConflict(why)),
+                Repeat::New => {}
+            }
+        }
         let returned = qty.map_or(record.units(), |qty| qty.min(record.units()));
+        if let Some(digest) = digest {
+            // Kept even when nothing is returned, so that a late repeat cannot take back
+            // units the buyer bought after this call.
+            self.attempts.set(
+                record_id,
+                Attempt {
+                    kind: AttemptKind::Cancel,
+                    digest,
+                    asked,
+                    units: returned,
+                },
+            );
+            self.changed = true;
+        }
         if returned == 0 {
             return Ok(0);
         }
@@ -496,5 +583,140 @@ mod tests {
             Some((EventKind::Restock, None))
         );
         assert_invariants(&sale);
+    }
+
+    #[test]
+    fn a_try_repeated_with_its_attempt_id_changes_nothing_and_succeeds() {
+        let mut sale = plain(2, 1);
+        let first = sale.try_buy_attempt(b"dave", 1, Some(b"a1"), T0);
+        assert_eq!(first, Ok(TryOutcome::Bought { remaining: 1 }));
+        sale.clear_events();
+        // The client timed out and sends it again: the buyer owns it, LIMIT 1 is no refusal.
+        assert_eq!(
+            sale.try_buy_attempt(b"dave", 1, Some(b"a1"), T0 + 5),
+            Ok(TryOutcome::Bought { remaining: 1 })
+        );
+        assert!(!sale.changed() && sale.events().is_empty());
+        // Sold out since: the repeat still answers the purchase, with the units left now.
+        sale.try_buy(b"erin", 1, T0).unwrap();
+        assert_eq!(
+            sale.try_buy_attempt(b"dave", 1, Some(b"a1"), T0 + 6),
+            Ok(TryOutcome::Bought { remaining: 0 })
+        );
+        // Without the id, or with another, it is a new purchase: over LIMIT here.
+        assert_eq!(sale.try_buy(b"dave", 1, T0), Ok(TryOutcome::SoldOut));
+        assert_eq!(
+            sale.try_buy_attempt(b"dave", 1, Some(b"a2"), T0),
+            Ok(TryOutcome::SoldOut)
+        );
+        assert_eq!(sale.bought(b"dave", T0), 1);
+        assert_invariants(&sale);
+    }
+
+    #[test]
+    fn the_same_attempt_id_for_another_call_is_refused_and_changes_nothing() {
+        let mut sale = plain(5, 3);
+        sale.try_buy_attempt(b"u", 2, Some(b"a1"), T0).unwrap();
+        sale.clear_events();
+        assert_eq!(
+            sale.try_buy_attempt(b"u", 1, Some(b"a1"), T0),
+            Err(SaleError::AttemptConflict(
+                "attempt id already used with another qty"
+            ))
+        );
+        assert_eq!(
+            sale.cancel_attempt(b"u", Some(2), Some(b"a1"), T0),
+            Err(SaleError::AttemptConflict(
+                "attempt id already used by another command"
+            ))
+        );
+        assert!(!sale.changed());
+        for bad in [&b""[..], &[b'x'; 65]] {
+            assert_eq!(
+                sale.try_buy_attempt(b"u", 1, Some(bad), T0),
+                Err(SaleError::Invalid("attempt id out of range"))
+            );
+            assert_eq!(
+                sale.cancel_attempt(b"u", None, Some(bad), T0),
+                Err(SaleError::Invalid("attempt id out of range"))
+            );
+        }
+        assert_eq!(sale.bought(b"u", T0), 2);
+    }
+
+    #[test]
+    fn the_window_ends_when_the_units_go_back_or_another_attempt_comes() {
+        let mut sale = held(5, 2, 100);
+        sale.try_buy_attempt(b"u", 1, Some(b"a1"), T0).unwrap();
+        // The hold expires: the units went back, so a late repeat buys again.
+        assert_eq!(
+            sale.try_buy_attempt(b"u", 1, Some(b"a1"), T0 + 100),
+            Ok(TryOutcome::Bought { remaining: 4 })
+        );
+        assert_eq!(sale.bought(b"u", T0 + 100), 1);
+        // Another attempt replaces it: the first id is then judged as a new call.
+        sale.try_buy_attempt(b"u", 1, Some(b"a2"), T0 + 101)
+            .unwrap();
+        assert_eq!(
+            sale.try_buy_attempt(b"u", 1, Some(b"a1"), T0 + 102),
+            Ok(TryOutcome::LimitExceeded)
+        );
+        // A refused first call changed nothing; its repeat is judged afresh.
+        let mut sold_out = plain(0, 1);
+        assert_eq!(
+            sold_out.try_buy_attempt(b"v", 1, Some(b"b1"), T0),
+            Ok(TryOutcome::SoldOut)
+        );
+        sold_out.restock(1, T0).unwrap();
+        assert_eq!(
+            sold_out.try_buy_attempt(b"v", 1, Some(b"b1"), T0),
+            Ok(TryOutcome::Bought { remaining: 0 })
+        );
+        assert_invariants(&sale);
+        assert_invariants(&sold_out);
+    }
+
+    #[test]
+    fn a_cancel_repeated_with_its_attempt_id_returns_nothing_more() {
+        let mut sale = plain(5, 3);
+        sale.try_buy(b"u", 3, T0).unwrap();
+        assert_eq!(sale.cancel_attempt(b"u", Some(2), Some(b"c1"), T0), Ok(2));
+        sale.clear_events();
+        assert_eq!(sale.cancel_attempt(b"u", Some(2), Some(b"c1"), T0), Ok(2));
+        assert!(!sale.changed());
+        assert_eq!(sale.bought(b"u", T0), 1);
+        // All, with another id: what is left; its repeat again that.
+        assert_eq!(sale.cancel_attempt(b"u", None, Some(b"c2"), T0), Ok(1));
+        assert_eq!(sale.cancel_attempt(b"u", None, Some(b"c2"), T0), Ok(1));
+        // A cancel that found nothing is kept too: bought again, its late repeat takes nothing.
+        assert_eq!(sale.cancel_attempt(b"u", None, Some(b"c3"), T0), Ok(0));
+        assert!(sale.changed(), "the attempt is state, replicated");
+        sale.try_buy(b"u", 1, T0).unwrap();
+        assert_eq!(sale.cancel_attempt(b"u", None, Some(b"c3"), T0), Ok(0));
+        assert_eq!(sale.bought(b"u", T0), 1);
+        // A buyer the sale never saw: nothing to return, nothing kept.
+        assert_eq!(sale.cancel_attempt(b"nobody", None, Some(b"c4"), T0), Ok(0));
+        assert_eq!(sale.attempts().count(), 1);
+        assert_invariants(&sale);
+    }
+
+    /// Bytes per buyer with and without attempt ids (printed; `cargo test -- --nocapture`).
+    #[test]
+    fn a_sale_whose_buyers_send_no_ids_pays_nothing_for_them() {
+        const BUYERS: u64 = 10_000;
+        let (mut without, mut with) = (plain(BUYERS, 1), plain(BUYERS, 1));
+        let empty = without.memory_bytes();
+        for i in 0..BUYERS {
+            let user = format!("user:{i:06}");
+            without.try_buy(user.as_bytes(), 1, T0).unwrap();
+            let attempt = format!("{i:032x}");
+            with.try_buy_attempt(user.as_bytes(), 1, Some(attempt.as_bytes()), T0)
+                .unwrap();
+        }
+        let per_buyer = |sale: &Sale| (sale.memory_bytes() - empty) as f64 / BUYERS as f64;
+        let (plain_bytes, id_bytes) = (per_buyer(&without), per_buyer(&with));
+        println!("bytes per buyer: {plain_bytes:.1} without ids, {id_bytes:.1} with ids");
+        assert_eq!(without.attempts.heap_bytes(), 0);
+        assert!(id_bytes > plain_bytes && id_bytes < plain_bytes + 100.0);
     }
 }
