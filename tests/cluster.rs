@@ -5,7 +5,9 @@
 //! PAUSE WRITE) to read all partitions at one instant and checks the sale's identity there.
 
 use redis::cluster::{ClusterClient, ClusterConnection};
-use seckill_client::{Error, PartitionedSale, SaleInfo, SaleSpec, TryReply, partition_of};
+use seckill_client::{
+    ClusterSession, Error, PartitionedSale, RetryPolicy, SaleInfo, SaleSpec, TryReply, partition_of,
+};
 use seckill_harness::{
     Server, cli_binary, start_cluster_node, start_cluster_with_replicas, wait_until,
 };
@@ -759,4 +761,87 @@ fn replica_of(nodes: &[String], master: &str) -> String {
     let replica = found.unwrap();
     assert!(nodes.contains(&replica));
     replica
+}
+
+/// Issue 27: a master SIGKILLed (not a graceful failover) mid-sale. The buyers' sessions and
+/// the sale handle were made once, before the kill, and go on once the replica is promoted:
+/// every purchase answered, every one a replica acknowledged still owned, nobody over LIMIT.
+#[test]
+fn a_killed_master_is_followed_without_a_new_client() {
+    const THREADS: usize = 20;
+    const PER_THREAD: usize = 100;
+    let ClusterSale {
+        mut nodes,
+        urls,
+        mut con,
+        sale,
+        ..
+    } = ClusterSale::start(1, "sale:killed");
+    let sale = Arc::new(
+        PartitionedSale::open(&mut con, sale.name())
+            .unwrap()
+            .with_retry(RetryPolicy {
+                deadline: Duration::from_secs(60),
+                ..RetryPolicy::default()
+            }),
+    );
+    let hot_master = owner_of(&urls, &sale.partition_keys()[0]);
+    let replica = replica_of(&urls, &hot_master);
+    let progress = Arc::new(AtomicUsize::new(0));
+    let buyers: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (sale, urls, progress) = (sale.clone(), urls.clone(), progress.clone());
+            std::thread::spawn(move || {
+                let client = ClusterClient::builder(urls).retries(2).build().unwrap();
+                let mut session = ClusterSession::cluster(client).unwrap();
+                let mut answers = Vec::new();
+                for n in 0..PER_THREAD {
+                    let user = format!("killed:{t}:{n}");
+                    // After the kill one shard has no replica left: WAIT then times out.
+                    let answer = sale.try_buy_acked(&mut session, &user, 1, 1, 200);
+                    let (reply, acked) = answer.unwrap_or_else(|e| panic!("{user}: {e}"));
+                    answers.push((user, reply, acked));
+                    progress.fetch_add(1, Ordering::Relaxed);
+                }
+                (answers, session.reconnects())
+            })
+        })
+        .collect();
+    wait_until(Duration::from_secs(60), "first purchases", || {
+        progress.load(Ordering::Relaxed) > THREADS * PER_THREAD / 4
+    });
+    let killed = nodes.iter_mut().find(|n| n.url() == hot_master).unwrap();
+    killed.kill();
+    let mut reconnects = 0;
+    let mut answers = Vec::new();
+    for buyer in buyers {
+        let (mine, made_anew) = buyer.join().expect("a buyer failed");
+        answers.extend(mine);
+        reconnects += made_anew;
+    }
+    assert!(masters(&urls).contains(&replica), "the replica took over");
+    let mut con = cluster_con(&urls);
+    let (mut kept, mut unacked_lost) = (0, 0);
+    for (user, reply, acked) in &answers {
+        let owned = sale.bought(&mut con, user).unwrap();
+        assert!(owned <= LIMIT, "{user} over LIMIT");
+        match (reply, acked) {
+            (TryReply::Bought { .. }, 1..) => {
+                assert_eq!(owned, 1, "{user}: a replicated purchase survives the kill");
+                kept += 1;
+            }
+            (TryReply::Bought { .. }, 0) => unacked_lost += u64::from(owned == 0),
+            (_, _) => assert_eq!(owned, 0, "{user}: refused yet owns"),
+        }
+    }
+    let info = sale.info(&mut con).unwrap();
+    assert!(info.sold + info.held <= STOCK);
+    println!(
+        "{} answers through the kill: {kept} replicated purchases kept, {unacked_lost} unreplicated lost, {reconnects} reconnects",
+        answers.len()
+    );
+    assert!(
+        reconnects > 0,
+        "no session had to reconnect: the kill missed the buyers"
+    );
 }

@@ -15,6 +15,18 @@ pub enum Error {
     /// A purchase kept finding its partition drained by others while it borrowed stock for
     /// it, more times than the client allows; nothing was bought.
     Contended { borrows: u32 },
+    /// A purchase or a cancel got no definite answer before the retry deadline (the server
+    /// was unreachable, busy past the timeout, or electing a master all along): it may or may
+    /// not have happened. Sending it again with `attempt_id` is safe (it changes nothing if
+    /// it did happen); `bought` tells what the buyer owns now.
+    OutcomeUnknown {
+        attempt_id: String,
+        last_error: redis::RedisError,
+    },
+    /// The server has no seckill module loaded: `redis-server --loadmodule .../libseckill.so`.
+    ModuleMissing,
+    /// CONFIRM on a sale made without holds, where nothing is ever held.
+    NoHolds,
     /// Anything else from the connection or the server (I/O, cluster down, WRONGTYPE, ...).
     Redis(redis::RedisError),
 }
@@ -32,6 +44,19 @@ impl fmt::Display for Error {
                 f,
                 "the purchase borrowed stock {borrows} times and others bought it each time"
             ),
+            Error::OutcomeUnknown {
+                attempt_id,
+                last_error,
+            } => write!(
+                f,
+                "no answer for attempt {attempt_id} before the deadline (last: {last_error}); \
+                 send it again with the same id, or ask bought"
+            ),
+            Error::ModuleMissing => write!(
+                f,
+                "the server has no seckill module: start it with --loadmodule .../libseckill.so"
+            ),
+            Error::NoHolds => write!(f, "the sale has no holds to confirm (made without HOLD)"),
             Error::Redis(e) => write!(f, "{e}"),
         }
     }
@@ -40,7 +65,7 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Redis(e) => Some(e),
+            Error::Redis(e) | Error::OutcomeUnknown { last_error: e, .. } => Some(e),
             _ => None,
         }
     }
@@ -52,10 +77,12 @@ impl From<redis::RedisError> for Error {
         match e.code() {
             Some("NOSALE") => Error::NoSale(detail),
             Some("ERR") if detail.starts_with("a sale already exists") => Error::SaleExists(detail),
-            // The module's argument errors all say what must hold.
-            Some("ERR") if is_argument_error(&detail) => {
-                Error::InvalidArgument(format!("ERR {detail}"))
+            Some("ERR") if detail.starts_with("the sale has no holds") => Error::NoHolds,
+            Some("ERR") if detail.starts_with("unknown command") && detail.contains("seckill.") => {
+                Error::ModuleMissing
             }
+            // The module's argument errors all say what must hold.
+            Some("ERR") if is_argument_error(&detail) => Error::InvalidArgument(detail),
             _ => Error::Redis(e),
         }
     }
@@ -69,6 +96,9 @@ fn is_argument_error(detail: &str) -> bool {
         "syntax error",
         "go together",
         "wrong number of arguments",
+        "already used",
+        "already lent",
+        "already absorbed",
     ]
     .iter()
     .any(|marker| detail.contains(marker))

@@ -38,9 +38,16 @@
 mod error;
 mod info;
 pub mod protocol;
+mod retry;
 mod sale;
+mod session;
 
 pub use error::{Error, Result};
 pub use info::{Buyer, PartitionInfo, SaleEvent, SaleInfo};
 pub use protocol::MAX_PARTITIONS;
-pub use sale::{ClientStats, DEFAULT_SEAL_MS, PartitionedSale, SaleSpec, TryReply, partition_of};
+pub use retry::{RetryPolicy, is_retryable};
+pub use sale::{
+    CREATE_CLAIM_MS, ClientStats, DEFAULT_SEAL_MS, PartitionedSale, SaleSpec, TryReply,
+    partition_of,
+};
+pub use session::{ClusterSession, Session};

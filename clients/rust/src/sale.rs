@@ -5,7 +5,8 @@
 use crate::error::{Error, Result};
 use crate::info::{Buyer, PartitionInfo, SaleEvent, SaleInfo, parse_fields};
 use crate::protocol::{DRAINED, ENDED, MAX_PARTITIONS, NOT_STARTED, OVER_LIMIT, SOLD_OUT};
-use redis::{ConnectionLike, Value, cmd};
+use crate::retry::{Retrier, RetryPolicy, is_retryable, with_retries};
+use redis::{ConnectionLike, RedisResult, Value, cmd};
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Mutex;
@@ -20,6 +21,17 @@ pub const DEFAULT_SEAL_MS: u64 = 1_000;
 const MAX_BORROWS: u32 = 1_000;
 
 const MANIFEST_VERSION: &str = "1";
+
+/// How long a `create` holds a sale's name before its manifest is done (plus 1 ms per
+/// partition): the name of a creator that died half way is free again after it.
+pub const CREATE_CLAIM_MS: u64 = 5_000;
+
+/// `HSETNX name partitions P`, and an expiry on the claim in the same step.
+const CLAIM_SCRIPT: &str = "if redis.call('HSETNX', KEYS[1], 'partitions', ARGV[1]) == 1 then \
+     redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end return 0";
+
+/// Largest stock, limit or time: Redis integers are signed 64-bit.
+const MAX_UNITS: u64 = i64::MAX as u64;
 
 /// The partition a user always buys in: FNV-1a (64-bit) of the user id's bytes, modulo the
 /// number of partitions. Every client library computes the same (`clients/partition-hash.txt`).
@@ -138,6 +150,49 @@ impl SaleSpec {
         self
     }
 
+    /// Every setting the module would refuse, refused before anything is written.
+    fn check(&self) -> Result<()> {
+        let range = |what: &str, value: u64, min: u64| {
+            if value < min || value > MAX_UNITS {
+                Err(Error::InvalidArgument(format!(
+                    "{what} must be an integer between {min} and {MAX_UNITS}"
+                )))
+            } else {
+                Ok(())
+            }
+        };
+        if self.partitions == 0 || self.partitions > MAX_PARTITIONS {
+            return Err(Error::InvalidArgument(format!(
+                "partitions must be an integer between 1 and {MAX_PARTITIONS}"
+            )));
+        }
+        range("stock", self.stock, 0)?;
+        range("limit", self.limit, 1)?;
+        for (what, value) in [
+            ("hold_ms", self.hold_ms),
+            ("start_ms", self.start_ms),
+            ("end_ms", self.end_ms),
+            ("events_maxlen", self.events_maxlen),
+        ] {
+            if let Some(value) = value {
+                range(what, value, 1)?;
+            }
+        }
+        if let (Some(start), Some(end)) = (self.start_ms, self.end_ms)
+            && start >= end
+        {
+            return Err(Error::InvalidArgument(
+                "end_ms must be after start_ms".into(),
+            ));
+        }
+        if self.events_maxlen.is_some() && !self.events {
+            return Err(Error::InvalidArgument(
+                "events_maxlen trims the event streams: set events too".into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// Partition `index`'s share of `units`: an even split, the first ones one more.
     fn share(&self, units: u64, index: u32) -> u64 {
         let partitions = u64::from(self.partitions);
@@ -206,36 +261,52 @@ pub struct PartitionedSale {
     mover: String,
     next_transfer: AtomicU64,
     seal_ms: u64,
+    retry: RetryPolicy,
     counters: Counters,
 }
 
 impl PartitionedSale {
     /// Creates the sale `name`: its P partitions `{name/0}` .. `{name/P-1}` (each with its
     /// share of the stock, and its stream `{name/i}:events` with `events`), then the manifest
-    /// hash `name`. Fails with [`Error::SaleExists`] if a manifest of that name exists, also
-    /// one left by a creation that did not finish (see [`PartitionedSale::delete`]).
+    /// hash `name`. Every argument is checked, and the module's presence too
+    /// ([`Error::ModuleMissing`]), before anything is written. Fails with
+    /// [`Error::SaleExists`] if a manifest of that name exists. The name is claimed with an
+    /// expiry that the finished manifest drops: a create that fails half way gives the name
+    /// back at once, and one whose process died gives it back within
+    /// [`CREATE_CLAIM_MS`] (plus a millisecond per partition).
     pub fn create<C: ConnectionLike>(
         con: &mut C,
         name: &str,
         spec: &SaleSpec,
     ) -> Result<PartitionedSale> {
         check_name(name)?;
-        if spec.partitions == 0 || spec.partitions > MAX_PARTITIONS {
-            return Err(Error::InvalidArgument(format!(
-                "partitions must be an integer between 1 and {MAX_PARTITIONS}"
-            )));
-        }
-        // The claim: whoever sets the manifest's first field owns the name.
-        let claimed: i64 = cmd("HSETNX")
-            .arg(name)
-            .arg("partitions")
+        spec.check()?;
+        require_module(con)?;
+        // The claim: whoever sets the manifest's first field owns the name, for a while.
+        let claim_ms = CREATE_CLAIM_MS + u64::from(spec.partitions);
+        let claimed: i64 = redis::Script::new(CLAIM_SCRIPT)
+            .key(name)
             .arg(spec.partitions)
-            .query(con)?;
+            .arg(claim_ms)
+            .invoke(con)?;
         if claimed == 0 {
             return Err(Error::SaleExists(name.to_string()));
         }
         let sale = PartitionedSale::with_spec(name, spec.clone());
-        for (index, key) in sale.keys.iter().enumerate() {
+        match sale.write_partitions_and_manifest(con) {
+            Ok(()) => Ok(sale),
+            Err(e) => {
+                // Give the name back; should this fail too, the claim's expiry does.
+                let _: RedisResult<()> = cmd("DEL").arg(name).query(con);
+                Err(e)
+            }
+        }
+    }
+
+    /// The partitions, then the manifest with its `ready` mark in one HSET, claim dropped.
+    fn write_partitions_and_manifest<C: ConnectionLike>(&self, con: &mut C) -> Result<()> {
+        let (name, spec) = (&self.name, &self.spec);
+        for (index, key) in self.keys.iter().enumerate() {
             let index = index as u32;
             let mut init = cmd("SECKILL.INIT");
             init.arg(key)
@@ -276,7 +347,8 @@ impl PartitionedSale {
         // Written last: a sale opens only once every partition exists.
         manifest.arg("ready").arg(1);
         let _: () = manifest.query(con)?;
-        Ok(sale)
+        let _: () = cmd("PERSIST").arg(name).query(con)?;
+        Ok(())
     }
 
     /// Opens the sale `name` from its manifest.
@@ -345,6 +417,7 @@ impl PartitionedSale {
             mover: random_id(),
             next_transfer: AtomicU64::new(0),
             seal_ms: DEFAULT_SEAL_MS,
+            retry: RetryPolicy::default(),
             counters: Counters::default(),
         }
     }
@@ -354,6 +427,14 @@ impl PartitionedSale {
     /// stock returned to another partition (a cancel, an expired hold) sooner.
     pub fn with_seal_ms(mut self, ms: u64) -> PartitionedSale {
         self.seal_ms = ms.max(1);
+        self
+    }
+
+    /// How `try_buy` and `cancel` retry a call whose answer was lost (default
+    /// [`RetryPolicy::default`]: 10 s). Each call carries a fresh attempt id, so a retry
+    /// never buys or cancels twice.
+    pub fn with_retry(mut self, policy: RetryPolicy) -> PartitionedSale {
+        self.retry = policy;
         self
     }
 
@@ -407,24 +488,43 @@ impl PartitionedSale {
     /// borrows units from the others (LEND/ABSORB/SETTLE) and tries again, so the sale sells
     /// out completely; when no partition has any, the partition is sealed and later buyers
     /// there are refused in one round trip.
+    ///
+    /// The purchase carries a fresh attempt id: a call whose answer is lost (timeout, dropped
+    /// connection, failover) is sent again with it until a definite answer, within the
+    /// [`RetryPolicy`]; it is never bought twice. Past the deadline: [`Error::OutcomeUnknown`].
     pub fn try_buy<C: ConnectionLike>(
         &self,
         con: &mut C,
         user: impl AsRef<[u8]>,
         qty: u64,
     ) -> Result<TryReply> {
-        let user = user.as_ref();
+        Ok(self.buy(con, user.as_ref(), qty)?.0)
+    }
+
+    /// [`PartitionedSale::try_buy`], and whether any call of it had to be sent again.
+    fn buy<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        user: &[u8],
+        qty: u64,
+    ) -> Result<(TryReply, bool)> {
         let partition = self.partition_of(user) as usize;
         self.counters.tries.fetch_add(1, Ordering::Relaxed);
+        let attempt = new_attempt_id();
+        let mut retrier = Retrier::new(&self.retry, &attempt);
         let mut borrows = 0;
         loop {
-            let code: i64 = cmd("SECKILL.TRY")
-                .arg(&self.keys[partition])
-                .arg(user)
-                .arg(qty)
-                .query(con)?;
+            let code: i64 = retrier.call(|| {
+                cmd("SECKILL.TRY")
+                    .arg(&self.keys[partition])
+                    .arg(user)
+                    .arg(qty)
+                    .arg("ID")
+                    .arg(&attempt)
+                    .query(con)
+            })?;
             if code != DRAINED {
-                return TryReply::from_code(code);
+                return Ok((TryReply::from_code(code)?, retrier.retried()));
             }
             if borrows == 0 {
                 self.counters
@@ -437,8 +537,13 @@ impl PartitionedSale {
                     borrows: MAX_BORROWS,
                 });
             }
-            if !self.borrow(con, partition, qty)? {
-                return Ok(TryReply::SoldOut);
+            // Borrowing moves stock by idempotent transfers and buys nothing: a failover
+            // under it is waited out and the purchase tried again under the same id.
+            match self.borrow(con, partition, qty) {
+                Ok(true) => {}
+                Ok(false) => return Ok((TryReply::SoldOut, retrier.retried())),
+                Err(Error::Redis(e)) if is_retryable(&e) => retrier.pause(e)?,
+                Err(e) => return Err(e),
             }
         }
     }
@@ -456,8 +561,18 @@ impl PartitionedSale {
         replicas: u64,
         timeout_ms: u64,
     ) -> Result<(TryReply, u64)> {
-        let reply = self.try_buy(con, user, qty)?;
-        let acked: u64 = cmd("WAIT").arg(replicas).arg(timeout_ms).query(con)?;
+        let (reply, retried) = self.buy(con, user.as_ref(), qty)?;
+        // WAIT counts this connection's own writes. After a retry the write may have been made
+        // on a connection lost since (or on a master since gone), and after a lost connection
+        // nobody can say: the purchase then counts as acknowledged by none.
+        let acked: u64 = if retried {
+            0
+        } else {
+            match cmd("WAIT").arg(replicas).arg(timeout_ms).query(con) {
+                Err(e) if is_retryable(&e) => 0,
+                other => other?,
+            }
+        };
         Ok((reply, acked))
     }
 
@@ -638,7 +753,7 @@ impl PartitionedSale {
     }
 
     /// Returns `qty` of the user's units (all with `None`) to the user's partition; replies
-    /// the units returned.
+    /// the units returned. Retried with an attempt id as `try_buy` is: never returned twice.
     pub fn cancel<C: ConnectionLike>(
         &self,
         con: &mut C,
@@ -646,12 +761,14 @@ impl PartitionedSale {
         qty: Option<u64>,
     ) -> Result<u64> {
         let user = user.as_ref();
+        let attempt = new_attempt_id();
         let mut cancel = cmd("SECKILL.CANCEL");
         cancel.arg(self.key_of(user)).arg(user);
         if let Some(qty) = qty {
             cancel.arg(qty);
         }
-        Ok(cancel.query(con)?)
+        cancel.arg("ID").arg(&attempt);
+        with_retries(&self.retry, &attempt, || cancel.query(con))
     }
 
     /// Adds `units`, split evenly over the partitions.
@@ -794,6 +911,15 @@ fn finish_transfer<C: ConnectionLike>(
     Ok(())
 }
 
+/// [`Error::ModuleMissing`] unless the server knows `SECKILL.INIT`; nothing written.
+fn require_module<C: ConnectionLike>(con: &mut C) -> Result<()> {
+    let described: Vec<Value> = cmd("COMMAND").arg("INFO").arg("SECKILL.INIT").query(con)?;
+    match described.first() {
+        Some(Value::Nil) | None => Err(Error::ModuleMissing),
+        Some(_) => Ok(()),
+    }
+}
+
 /// A sale name becomes the manifest key and the hash tag of every partition: braces in it
 /// would change which part of a key is hashed.
 fn check_name(name: &str) -> Result<()> {
@@ -803,6 +929,11 @@ fn check_name(name: &str) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// A purchase's or a cancel's attempt id: 32 random hex digits.
+fn new_attempt_id() -> String {
+    format!("{}{}", random_id(), random_id())
 }
 
 /// 16 random hex digits, from the standard library's randomly keyed hasher.

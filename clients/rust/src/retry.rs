@@ -1,0 +1,227 @@
+//! Retries of the calls an attempt id makes safe to send again. A purchase or a cancel whose
+//! answer was lost (a timeout, a dropped connection, a failover in progress) is sent again
+//! with the same attempt id until a definite answer, with jittered exponential backoff, for
+//! as long as the caller allows; then the caller gets [`Error::OutcomeUnknown`] with the id,
+//! and can ask `bought` what happened.
+
+use crate::error::{Error, Result};
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::time::{Duration, Instant};
+
+/// How long and how often a call with an attempt id is tried again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// From the first send: past it, the call ends with [`Error::OutcomeUnknown`].
+    pub deadline: Duration,
+    /// The wait before the first retry; each later one doubles, up to `max_backoff`.
+    pub first_backoff: Duration,
+    pub max_backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    /// 10 s in all, waits from 10 ms to 1 s: long enough for a replica's promotion after a
+    /// master died (the cluster's node timeout plus an election), short enough for a web
+    /// request.
+    fn default() -> RetryPolicy {
+        RetryPolicy {
+            deadline: Duration::from_secs(10),
+            first_backoff: Duration::from_millis(10),
+            max_backoff: Duration::from_secs(1),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// No retries: the first failure is the answer ([`Error::OutcomeUnknown`] when a write's
+    /// outcome is unknown).
+    pub fn none() -> RetryPolicy {
+        RetryPolicy {
+            deadline: Duration::ZERO,
+            ..RetryPolicy::default()
+        }
+    }
+}
+
+/// Whether the call may have run or not, and sending it again may get an answer: the
+/// connection failed or timed out, or the cluster is moving a slot or electing a master.
+/// (MOVED and ASK are the underlying client's to follow.)
+pub fn is_retryable(e: &redis::RedisError) -> bool {
+    e.is_timeout()
+        || e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || matches!(
+            e.code(),
+            Some("TRYAGAIN" | "CLUSTERDOWN" | "LOADING" | "READONLY" | "MASTERDOWN")
+        )
+}
+
+/// The waits between tries: exponential, capped, each a random time in its upper half (so
+/// clients that failed together do not all come back together).
+pub struct Backoff {
+    next: Duration,
+    max: Duration,
+    random: RandomState,
+    count: u64,
+}
+
+impl Backoff {
+    pub fn new(policy: &RetryPolicy) -> Backoff {
+        Backoff {
+            next: policy.first_backoff,
+            max: policy.max_backoff,
+            random: RandomState::new(),
+            count: 0,
+        }
+    }
+
+    /// The next wait.
+    pub fn wait(&mut self) -> Duration {
+        let ceiling = self.next;
+        self.next = (self.next * 2).min(self.max);
+        self.count += 1;
+        let mut hasher = self.random.build_hasher();
+        hasher.write_u64(self.count);
+        let half = ceiling / 2;
+        let nanos = u64::try_from(half.as_nanos()).unwrap_or(u64::MAX).max(1);
+        half + Duration::from_nanos(hasher.finish() % nanos)
+    }
+}
+
+/// The retries of one call under one attempt id, all within one deadline.
+pub struct Retrier<'a> {
+    policy: &'a RetryPolicy,
+    attempt_id: &'a str,
+    start: Instant,
+    backoff: Backoff,
+}
+
+impl<'a> Retrier<'a> {
+    pub fn new(policy: &'a RetryPolicy, attempt_id: &'a str) -> Retrier<'a> {
+        Retrier {
+            policy,
+            attempt_id,
+            start: Instant::now(),
+            backoff: Backoff::new(policy),
+        }
+    }
+
+    /// Runs `call` until it answers or fails for good: a retryable failure is tried again
+    /// after a backoff while the deadline allows, then becomes [`Error::OutcomeUnknown`].
+    pub fn call<T>(&mut self, mut call: impl FnMut() -> redis::RedisResult<T>) -> Result<T> {
+        loop {
+            match call() {
+                Ok(value) => return Ok(value),
+                Err(e) if is_retryable(&e) => self.pause(e)?,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Whether a call had to be sent again (or waited out) at least once.
+    pub fn retried(&self) -> bool {
+        self.backoff.count > 0
+    }
+
+    /// Waits the next backoff after `failure`, or, past the deadline, gives up with it.
+    pub fn pause(&mut self, failure: redis::RedisError) -> Result<()> {
+        let wait = self.backoff.wait();
+        if self.start.elapsed() + wait > self.policy.deadline {
+            return Err(Error::OutcomeUnknown {
+                attempt_id: self.attempt_id.to_string(),
+                last_error: failure,
+            });
+        }
+        std::thread::sleep(wait);
+        Ok(())
+    }
+}
+
+/// [`Retrier::call`] for one call.
+pub fn with_retries<T>(
+    policy: &RetryPolicy,
+    attempt_id: &str,
+    call: impl FnMut() -> redis::RedisResult<T>,
+) -> Result<T> {
+    Retrier::new(policy, attempt_id).call(call)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn io_error() -> redis::RedisError {
+        std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset").into()
+    }
+
+    #[test]
+    fn failovers_and_lost_connections_are_retried_other_errors_are_not() {
+        assert!(is_retryable(&io_error()));
+        for code in [
+            "TRYAGAIN",
+            "CLUSTERDOWN",
+            "LOADING",
+            "READONLY",
+            "MASTERDOWN",
+        ] {
+            let e = redis::make_extension_error(code.to_string(), Some("x".to_string()));
+            assert!(is_retryable(&e), "{code}");
+        }
+        let wrong = redis::make_extension_error("WRONGTYPE".to_string(), None);
+        assert!(!is_retryable(&wrong));
+    }
+
+    #[test]
+    fn backoff_doubles_to_its_cap_with_jitter_in_the_upper_half() {
+        let policy = RetryPolicy {
+            deadline: Duration::from_secs(1),
+            first_backoff: Duration::from_millis(10),
+            max_backoff: Duration::from_millis(40),
+        };
+        let mut backoff = Backoff::new(&policy);
+        let ceilings = [10, 20, 40, 40, 40];
+        for ceiling in ceilings {
+            let wait = backoff.wait();
+            let ceiling = Duration::from_millis(ceiling);
+            assert!(
+                wait >= ceiling / 2 && wait <= ceiling,
+                "{wait:?} for {ceiling:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_call_is_retried_until_it_answers_or_the_deadline_passes() {
+        let policy = RetryPolicy {
+            deadline: Duration::from_millis(200),
+            first_backoff: Duration::from_millis(1),
+            max_backoff: Duration::from_millis(5),
+        };
+        let mut calls = 0;
+        let answered = with_retries(&policy, "a1", || {
+            calls += 1;
+            if calls < 3 { Err(io_error()) } else { Ok(7) }
+        });
+        assert_eq!((answered.unwrap(), calls), (7, 3));
+        let started = Instant::now();
+        match with_retries::<i64>(&policy, "a2", || Err(io_error())) {
+            Err(Error::OutcomeUnknown { attempt_id, .. }) => assert_eq!(attempt_id, "a2"),
+            other => panic!("{other:?}"),
+        }
+        assert!(started.elapsed() <= Duration::from_millis(400));
+        let mut calls = 0;
+        let refused = with_retries::<i64>(&policy, "a3", || {
+            calls += 1;
+            Err(redis::make_extension_error("WRONGTYPE".to_string(), None))
+        });
+        assert!(
+            matches!(refused, Err(Error::Redis(_))) && calls == 1,
+            "not retried"
+        );
+        match with_retries::<i64>(&RetryPolicy::none(), "a4", || Err(io_error())) {
+            Err(Error::OutcomeUnknown { .. }) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+}
