@@ -1,5 +1,6 @@
-"""A real local Redis Cluster (3 masters, each with a replica) with the seckill module, for the whole test session;
-its servers are killed at the end, and with this process if it dies."""
+"""Real servers for the tests: a local Redis Cluster (3 masters, each with a replica) with the
+seckill module for the whole session, clusters and single servers of a test's own; every
+server is killed at the end, and with this process if it dies."""
 
 import ctypes
 import os
@@ -49,46 +50,103 @@ def _answers(port: int) -> bool:
         return False
 
 
-@pytest.fixture(scope="session")
-def cluster():
+class Node:
+    """One redis-server of a test, with the module unless ``module=False``."""
+
+    def __init__(self, workdir: str, extra=(), module: bool = True):
+        self.port = _free_port()
+        self.dir = pathlib.Path(workdir) / str(self.port)
+        self.dir.mkdir()
+        args = [SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
+                "--save", "", "--appendonly", "no", "--enable-debug-command", "yes",
+                "--logfile", str(self.dir / "server.log"), *extra]
+        if module:
+            args += ["--loadmodule", MODULE]
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+
+def _require_module_built():
     if not pathlib.Path(MODULE).exists():
         pytest.fail(f"{MODULE} is missing: run `make test` (or `cargo build --release`) first")
+
+
+def start_cluster(workdir: str):
+    """3 masters, each with a replica, every replica in sync; returns the nodes."""
+    nodes = [Node(workdir, ["--cluster-enabled", "yes", "--cluster-node-timeout", "5000"]) for _ in range(6)]
+    for node in nodes:
+        wait_until(lambda: _answers(node.port), f"the server on {node.port}")
+    subprocess.run(
+        [CLI, "--cluster", "create", *[f"127.0.0.1:{n.port}" for n in nodes], "--cluster-replicas", "1", "--cluster-yes"],
+        check=True,
+        capture_output=True,
+    )
+    for node in nodes:
+        con = redis.Redis(port=node.port)
+        wait_until(lambda: con.cluster("info")["cluster_state"] == "ok", "cluster_state:ok")
+    for node in nodes:
+        con = redis.Redis(port=node.port)
+        wait_until(lambda: con.info("replication")["role"] == "master"
+                   or con.info("replication").get("master_link_status") == "up",
+                   "every replica to sync")
+    return nodes
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """One cluster for the whole session; tests that disturb it make their own."""
+    _require_module_built()
     workdir = tempfile.TemporaryDirectory(prefix="seckill-py-")
-    servers, ports = [], []
+    nodes = []
     try:
-        for _ in range(6):
-            port = _free_port()
-            node_dir = pathlib.Path(workdir.name) / str(port)
-            node_dir.mkdir()
-            servers.append(
-                subprocess.Popen(
-                    [SERVER, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(node_dir),
-                     "--save", "", "--appendonly", "no", "--cluster-enabled", "yes",
-                     "--cluster-node-timeout", "5000", "--logfile", str(node_dir / "server.log"),
-                     "--loadmodule", MODULE],
-                    stdout=subprocess.DEVNULL,
-                    preexec_fn=_die_with_parent,
-                )
-            )
-            ports.append(port)
-        for port in ports:
-            wait_until(lambda: _answers(port), f"the server on {port}")
-        subprocess.run(
-            [CLI, "--cluster", "create", *[f"127.0.0.1:{p}" for p in ports], "--cluster-replicas", "1", "--cluster-yes"],
-            check=True,
-            capture_output=True,
-        )
-        for port in ports:
-            node = redis.Redis(port=port)
-            wait_until(lambda: node.cluster("info")["cluster_state"] == "ok", "cluster_state:ok")
-        for port in ports:
-            node = redis.Redis(port=port)
-            wait_until(lambda: node.info("replication")["role"] == "master"
-                       or node.info("replication").get("master_link_status") == "up",
-                       "every replica to sync")
-        yield redis.RedisCluster(host="127.0.0.1", port=ports[0])
+        nodes = start_cluster(workdir.name)
+        yield redis.RedisCluster(host="127.0.0.1", port=nodes[0].port)
     finally:
-        for server in servers:
-            server.kill()
-            server.wait()
+        for node in nodes:
+            node.kill()
+        workdir.cleanup()
+
+
+@pytest.fixture
+def own_cluster():
+    """A cluster of this test's own, to kill a node of: its nodes."""
+    _require_module_built()
+    workdir = tempfile.TemporaryDirectory(prefix="seckill-py-")
+    nodes = []
+    try:
+        nodes = start_cluster(workdir.name)
+        yield nodes
+    finally:
+        for node in nodes:
+            node.kill()
+        workdir.cleanup()
+
+
+@pytest.fixture
+def server():
+    """One server with the module: its port."""
+    _require_module_built()
+    workdir = tempfile.TemporaryDirectory(prefix="seckill-py-")
+    node = Node(workdir.name)
+    try:
+        wait_until(lambda: _answers(node.port), "the server")
+        yield node.port
+    finally:
+        node.kill()
+        workdir.cleanup()
+
+
+@pytest.fixture
+def bare_server():
+    """One server without the module: its port."""
+    workdir = tempfile.TemporaryDirectory(prefix="seckill-py-")
+    node = Node(workdir.name, module=False)
+    try:
+        wait_until(lambda: _answers(node.port), "the bare server")
+        yield node.port
+    finally:
+        node.kill()
         workdir.cleanup()

@@ -11,12 +11,17 @@ from .errors import (
     BadManifestError,
     ContendedError,
     InvalidArgumentError,
+    ModuleMissingError,
+    NoHoldsError,
     NoSaleError,
+    OutcomeUnknownError,
     SaleExistsError,
     SeckillError,
 )
 from .protocol import ENDED, MAX_PARTITIONS, NOT_STARTED, OVER_LIMIT, SOLD_OUT
+from .retry import RetryPolicy, is_retryable
 from .sale import (
+    CREATE_CLAIM_MS,
     DEFAULT_SEAL_MS,
     Buyer,
     ClientStats,
@@ -30,6 +35,12 @@ from .sale import (
 
 __all__ = [
     "BadManifestError",
+    "CREATE_CLAIM_MS",
+    "ModuleMissingError",
+    "NoHoldsError",
+    "OutcomeUnknownError",
+    "RetryPolicy",
+    "is_retryable",
     "Buyer",
     "ClientStats",
     "ContendedError",

@@ -34,6 +34,9 @@ _ARGUMENT_MARKERS = (
     "syntax error",
     "go together",
     "wrong number of arguments",
+    "already used",
+    "already lent",
+    "already absorbed",
 )
 
 
@@ -42,8 +45,37 @@ def translate(error: redis.exceptions.ResponseError) -> Exception:
     message = str(error)
     if message.startswith("NOSALE"):
         return NoSaleError(message)
-    if message.startswith("ERR a sale already exists") or message.startswith("a sale already exists"):
+    message = message[4:] if message.startswith("ERR ") else message
+    if message.startswith("a sale already exists"):
         return SaleExistsError(message)
+    if message.startswith("the sale has no holds"):
+        return NoHoldsError(message)
+    if message.startswith("unknown command") and "seckill." in message.lower():
+        return ModuleMissingError(
+            "the server has no seckill module: start it with --loadmodule .../libseckill.so"
+        )
     if any(marker in message for marker in _ARGUMENT_MARKERS):
         return InvalidArgumentError(message)
     return error
+
+
+class OutcomeUnknownError(SeckillError):
+    """A purchase or a cancel got no definite answer before the retry deadline: it may or may
+    not have happened. Sending it again with ``attempt_id`` is safe (it changes nothing if it
+    did happen); ``bought`` tells what the buyer owns now."""
+
+    def __init__(self, attempt_id: str, last_error: BaseException):
+        super().__init__(
+            f"no answer for attempt {attempt_id} before the deadline (last: {last_error}); "
+            "send it again with the same id, or ask bought"
+        )
+        self.attempt_id = attempt_id
+        self.last_error = last_error
+
+
+class ModuleMissingError(SeckillError):
+    """The server has no seckill module loaded: ``redis-server --loadmodule .../libseckill.so``."""
+
+
+class NoHoldsError(SeckillError):
+    """CONFIRM on a sale made without holds, where nothing is ever held."""

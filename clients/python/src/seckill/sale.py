@@ -19,16 +19,27 @@ from .errors import (
     BadManifestError,
     ContendedError,
     InvalidArgumentError,
+    ModuleMissingError,
     NoSaleError,
     SaleExistsError,
     translate,
 )
 from .protocol import DRAINED, MAX_PARTITIONS, SOLD_OUT
+from .retry import Retrier, RetryPolicy, is_retryable
 
 #: How long a partition that found no stock anywhere stays sealed (unless stock comes back).
 DEFAULT_SEAL_MS = 1_000
 _MAX_BORROWS = 1_000
 _MANIFEST_VERSION = "1"
+#: How long a ``create`` holds a sale's name before its manifest is done (plus 1 ms per
+#: partition): the name of a creator that died half way is free again after it.
+CREATE_CLAIM_MS = 5_000
+#: HSETNX name partitions P, and an expiry on the claim in the same step.
+_CLAIM_SCRIPT = (
+    "if redis.call('HSETNX', KEYS[1], 'partitions', ARGV[1]) == 1 then "
+    "redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end return 0"
+)
+_MAX_UNITS = 2**63 - 1
 
 User = Union[str, bytes]
 
@@ -67,6 +78,16 @@ def _call(client, *args):
         raise translate(error) from error
 
 
+def _require_module(client, name: str) -> None:
+    """ModuleMissingError unless the server runs the module: a read of the sale's own key
+    (routed where the sale will live) that a module answers and a bare server calls an
+    unknown command. Nothing is written."""
+    try:
+        _call(client, "SECKILL.INFO", name)
+    except (NoSaleError, redis.exceptions.ResponseError):
+        pass  # NOSALE, or WRONGTYPE on an existing manifest: the module answered
+
+
 def _buyer_rows(rows):
     """(user, qty, state) from BUYERS' flat RESP2 rows or its RESP3 maps."""
     if rows and isinstance(rows[0], dict):
@@ -90,6 +111,30 @@ class SaleSpec:
     end_ms: Optional[int] = None
     events: bool = False
     events_maxlen: Optional[int] = None
+
+    def check(self) -> None:
+        """Raises TypeError or InvalidArgumentError (a ValueError) for any setting the module
+        would refuse, before anything is written."""
+
+        def integer(what: str, value, low: int, high: int = _MAX_UNITS) -> None:
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"{what} must be an int, not {type(value).__name__}")
+            if not low <= value <= high:
+                raise InvalidArgumentError(f"{what} must be an integer between {low} and {high}")
+
+        integer("partitions", self.partitions, 1, MAX_PARTITIONS)
+        integer("stock", self.stock, 0)
+        integer("limit", self.limit, 1)
+        for what in ("hold_ms", "start_ms", "end_ms", "events_maxlen"):
+            value = getattr(self, what)
+            if value is not None:
+                integer(what, value, 1)
+        if not isinstance(self.events, bool):
+            raise TypeError(f"events must be a bool, not {type(self.events).__name__}")
+        if self.start_ms is not None and self.end_ms is not None and self.start_ms >= self.end_ms:
+            raise InvalidArgumentError("end_ms must be after start_ms")
+        if self.events_maxlen is not None and not self.events:
+            raise InvalidArgumentError("events_maxlen trims the event streams: set events too")
 
     def share(self, units: int, index: int) -> int:
         """Partition ``index``'s share of ``units``: an even split, the first ones one more."""
@@ -232,9 +277,13 @@ class PartitionedSale:
     """One sale over ``partitions`` sale keys. Safe to share between threads: redis-py's
     clients pool their connections."""
 
-    def __init__(self, client, name: str, spec: SaleSpec, seal_ms: int = DEFAULT_SEAL_MS):
+    def __init__(self, client, name: str, spec: SaleSpec, seal_ms: int = DEFAULT_SEAL_MS,
+                 retry: RetryPolicy = RetryPolicy()):
         _check_name(name)
         self.client = client
+        #: How try_buy and cancel retry a call whose answer was lost (each carries a fresh
+        #: attempt id, so a retry never buys or cancels twice).
+        self.retry = retry
         self.name = name
         self.spec = spec
         self.seal_ms = max(int(seal_ms), 1)
@@ -245,26 +294,43 @@ class PartitionedSale:
         self._mover = os.urandom(8).hex()
         self._next_transfer = 0
         self._lock = threading.Lock()
+        self._topology_lock = threading.Lock()
         self._stats = ClientStats()
 
     # -- creating and opening -------------------------------------------------------------
 
     @classmethod
-    def create(cls, client, name: str, spec: SaleSpec, seal_ms: int = DEFAULT_SEAL_MS):
+    def create(cls, client, name: str, spec: SaleSpec, seal_ms: int = DEFAULT_SEAL_MS,
+               retry: RetryPolicy = RetryPolicy()):
         """Creates the sale ``name``: its partitions ``{name/0}`` .. ``{name/P-1}`` (each
         with its share of the stock, and its stream ``{name/i}:events`` with ``events``),
-        then the manifest hash ``name``. Raises SaleExistsError if that manifest exists, also
-        one left by a creation that did not finish (see ``delete``)."""
+        then the manifest hash ``name``. Every setting is checked (TypeError,
+        InvalidArgumentError), and the module's presence too (ModuleMissingError), before
+        anything is written. Raises SaleExistsError if that manifest exists. The name is
+        claimed with an expiry that the finished manifest drops: a create that fails half way
+        gives the name back at once, one whose process died within CREATE_CLAIM_MS."""
         _check_name(name)
-        if not 1 <= spec.partitions <= MAX_PARTITIONS:
-            raise InvalidArgumentError(
-                f"partitions must be an integer between 1 and {MAX_PARTITIONS}"
-            )
-        # The claim: whoever sets the manifest's first field owns the name.
-        if not _call(client, "HSETNX", name, "partitions", spec.partitions):
+        spec.check()
+        _require_module(client, name)
+        # The claim: whoever sets the manifest's first field owns the name, for a while.
+        claim_ms = CREATE_CLAIM_MS + spec.partitions
+        if not int(_call(client, "EVAL", _CLAIM_SCRIPT, 1, name, spec.partitions, claim_ms)):
             raise SaleExistsError(name)
-        sale = cls(client, name, spec, seal_ms)
-        for index, key in enumerate(sale.keys):
+        sale = cls(client, name, spec, seal_ms, retry)
+        try:
+            sale._write_partitions_and_manifest()
+        except BaseException:
+            try:
+                _call(client, "DEL", name)  # should this fail too, the claim's expiry does
+            except Exception:  # noqa: BLE001 - the first failure is the one to report
+                pass
+            raise
+        return sale
+
+    def _write_partitions_and_manifest(self) -> None:
+        """The partitions, then the manifest with its ``ready`` mark in one HSET, claim dropped."""
+        client, name, spec = self.client, self.name, self.spec
+        for index, key in enumerate(self.keys):
             args = ["SECKILL.INIT", key, spec.share(spec.stock, index), "LIMIT", spec.limit]
             for option, value in (("HOLD", spec.hold_ms), ("START", spec.start_ms), ("END", spec.end_ms)):
                 if value is not None:
@@ -293,10 +359,10 @@ class PartitionedSale:
             # Written last: a sale opens only once every partition exists.
             "ready", 1,
         )
-        return sale
+        _call(client, "PERSIST", name)
 
     @classmethod
-    def open(cls, client, name: str, seal_ms: int = DEFAULT_SEAL_MS):
+    def open(cls, client, name: str, seal_ms: int = DEFAULT_SEAL_MS, retry: RetryPolicy = RetryPolicy()):
         """Opens the sale ``name`` from its manifest."""
         _check_name(name)
         raw = _call(client, "HGETALL", name)
@@ -327,7 +393,7 @@ class PartitionedSale:
             events=number["events"] == 1,
             events_maxlen=number["maxlen"] or None,
         )
-        return cls(client, name, spec, seal_ms)
+        return cls(client, name, spec, seal_ms, retry)
 
     @staticmethod
     def delete(client, name: str) -> None:
@@ -361,40 +427,63 @@ class PartitionedSale:
         """Buys ``qty`` units for ``user`` in the user's partition; replies as SECKILL.TRY:
         the units left in that partition (>= 0), or SOLD_OUT, OVER_LIMIT, NOT_STARTED,
         ENDED. A drained partition borrows units from the others and tries again; when none
-        has any, it is sealed and later buyers there are refused in one round trip."""
+        has any, it is sealed and later buyers there are refused in one round trip.
+
+        The purchase carries a fresh attempt id: a call whose answer is lost (timeout, dropped
+        connection, failover) is sent again with it until a definite answer, within
+        ``self.retry``; it is never bought twice. Past the deadline: OutcomeUnknownError."""
+        attempt_id = os.urandom(16).hex()
 
         def attempt(key):
-            return int(_call(self.client, "SECKILL.TRY", key, user, qty)), None
+            return int(_call(self.client, "SECKILL.TRY", key, user, qty, "ID", attempt_id)), None
 
-        return self._buy(user, qty, attempt)[0]
+        return self._buy(user, qty, attempt_id, attempt)[0]
 
     def try_buy_acked(self, user: User, qty: int = 1, replicas: int = 1, timeout_ms: int = 1_000):
         """``try_buy``, each TRY pipelined with ``WAIT replicas timeout_ms`` on one connection to
         the partition's master; replies ``(code, acked)``: acked is how many replicas had the
         purchase before the timeout. A purchase acknowledged by a replica survives the failover
-        to it (see docs/durability.md)."""
-        return self._buy(user, qty, lambda key: self._try_and_wait(key, user, qty, replicas, timeout_ms))
+        to it (see docs/durability.md). A purchase that had to be sent again counts as
+        acknowledged by none: its write may have been made on a connection (or a master) gone
+        since, whose acknowledgements nobody can count any more."""
+        attempt_id = os.urandom(16).hex()
+        code, acked, retried = self._buy(
+            user, qty, attempt_id,
+            lambda key: self._try_and_wait(key, user, qty, attempt_id, replicas, timeout_ms),
+        )
+        return code, (0 if retried else acked)
 
-    def _buy(self, user: User, qty: int, attempt):
-        """The purchase loop: ``attempt(key)`` replies ``(code, extra)``; a drained partition
-        borrows and attempts again. Replies the last ``(code, extra)``, SOLD_OUT as the code
-        when no partition had the units."""
+    def _buy(self, user: User, qty: int, attempt_id: str, attempt):
+        """The purchase loop: ``attempt(key)`` replies ``(code, extra)``, sent again under
+        ``attempt_id`` while its answer is lost; a drained partition borrows and attempts
+        again. Replies the last ``(code, extra, retried)``, SOLD_OUT as the code when no
+        partition had the units."""
         partition = self.partition_of(user)
         self._count("tries")
+        retrier = Retrier(self.retry, attempt_id)
         borrows = 0
         while True:
-            code, extra = attempt(self.keys[partition])
+            code, extra = retrier.call(lambda: attempt(self.keys[partition]))
             if code != DRAINED:
-                return code, extra
+                return code, extra, retrier.retries > 0
             if borrows == 0:
                 self._count("borrowing_tries")
             borrows += 1
             if borrows > _MAX_BORROWS:
                 raise ContendedError(f"borrowed stock {_MAX_BORROWS} times for {user!r}")
-            if not self._borrow(partition, qty):
-                return SOLD_OUT, extra
+            # Borrowing moves stock by idempotent transfers and buys nothing: a failover under
+            # it is waited out and the purchase tried again under the same id.
+            try:
+                borrowed = self._borrow(partition, qty)
+            except Exception as error:  # noqa: BLE001 - sorted right below
+                if not is_retryable(error):
+                    raise
+                retrier.pause(error)
+                continue
+            if not borrowed:
+                return SOLD_OUT, extra, retrier.retries > 0
 
-    def _try_and_wait(self, key: str, user: User, qty: int, replicas: int, timeout_ms: int):
+    def _try_and_wait(self, key: str, user: User, qty: int, attempt_id: str, replicas: int, timeout_ms: int):
         # WAIT counts the writes of its own connection: one pipeline, one connection, to the
         # node that serves the key (redis-py's cluster client would send WAIT everywhere).
         for _ in range(5):
@@ -403,7 +492,7 @@ class PartitionedSale:
             else:
                 target = self.client
             pipe = target.pipeline(transaction=False)
-            pipe.execute_command("SECKILL.TRY", key, user, qty)
+            pipe.execute_command("SECKILL.TRY", key, user, qty, "ID", attempt_id)
             pipe.execute_command("WAIT", replicas, timeout_ms)
             try:
                 code, acked = pipe.execute()
@@ -416,7 +505,30 @@ class PartitionedSale:
                 time.sleep(0.01)
             except redis.exceptions.ResponseError as error:
                 raise translate(error) from error
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+                self._refresh_topology()
+                raise
+            except ValueError as error:
+                # redis-py closed this node's connection under us (another thread refreshed
+                # the topology): a lost connection like any other, so the purchase is retried.
+                if "closed file" not in str(error):
+                    raise
+                raise redis.exceptions.ConnectionError(str(error)) from error
         raise redis.exceptions.ClusterError(f"{key} kept moving")
+
+    def _refresh_topology(self) -> None:
+        """After a node failed: ask the cluster for its slots again (a master killed, its
+        replica promoted), one thread at a time; the others' retries use the new map."""
+        if not isinstance(self.client, redis.RedisCluster):
+            return
+        if not self._topology_lock.acquire(blocking=False):
+            return
+        try:
+            self.client.nodes_manager.initialize()
+        except redis.exceptions.RedisError:
+            pass  # no node answers yet: the retry waits and asks again
+        finally:
+            self._topology_lock.release()
 
     def _borrow(self, partition: int, qty: int) -> bool:
         """Looks for ``qty`` units for ``partition`` in the others: True when it may have them
@@ -508,9 +620,12 @@ class PartitionedSale:
         return int(_call(self.client, "SECKILL.CONFIRM", self._key_of(user), user)) == 1
 
     def cancel(self, user: User, qty: Optional[int] = None) -> int:
-        """Returns ``qty`` of the user's units (all with None); replies the units returned."""
+        """Returns ``qty`` of the user's units (all with None); replies the units returned.
+        Retried under an attempt id as ``try_buy`` is: never returned twice."""
+        attempt_id = os.urandom(16).hex()
         args = ["SECKILL.CANCEL", self._key_of(user), user] + ([qty] if qty is not None else [])
-        return int(_call(self.client, *args))
+        args += ["ID", attempt_id]
+        return int(Retrier(self.retry, attempt_id).call(lambda: _call(self.client, *args)))
 
     def restock(self, units: int) -> None:
         """Adds ``units``, split evenly over the partitions."""

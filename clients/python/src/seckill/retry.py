@@ -1,0 +1,85 @@
+"""Retries of the calls an attempt id makes safe to send again. A purchase or a cancel whose
+answer was lost (a timeout, a dropped connection, a failover in progress) is sent again with
+the same attempt id until a definite answer, with jittered exponential backoff, for as long as
+the caller allows; then the caller gets ``OutcomeUnknownError`` with the id, and can ask
+``bought`` what happened. The same rules as the Rust crate's ``retry.rs``."""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from typing import Callable, TypeVar
+
+import redis
+
+from .errors import OutcomeUnknownError
+
+T = TypeVar("T")
+
+_RETRYABLE_CODES = ("TRYAGAIN", "CLUSTERDOWN", "LOADING", "READONLY", "MASTERDOWN")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How long and how often a call with an attempt id is tried again: ``deadline_s`` from
+    the first send, waits from ``first_backoff_s`` doubling up to ``max_backoff_s``. The
+    default, 10 s, outlasts a replica's promotion after its master died."""
+
+    deadline_s: float = 10.0
+    first_backoff_s: float = 0.01
+    max_backoff_s: float = 1.0
+
+    @classmethod
+    def none(cls) -> "RetryPolicy":
+        """No retries: the first failure is the answer."""
+        return cls(deadline_s=0.0)
+
+
+def is_retryable(error: BaseException) -> bool:
+    """Whether the call may have run or not, and sending it again may get an answer: the
+    connection failed or timed out, or the cluster is moving a slot or electing a master."""
+    if isinstance(error, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
+        return True
+    retryable_types = tuple(
+        getattr(redis.exceptions, name)
+        for name in ("ClusterDownError", "TryAgainError", "ReadOnlyError", "MasterDownError")
+        if hasattr(redis.exceptions, name)
+    )
+    if isinstance(error, retryable_types):
+        return True
+    return isinstance(error, redis.exceptions.ResponseError) and str(error).startswith(_RETRYABLE_CODES)
+
+
+class Retrier:
+    """The retries of one call under one attempt id, all within one deadline."""
+
+    def __init__(self, policy: RetryPolicy, attempt_id: str):
+        self.policy = policy
+        self.attempt_id = attempt_id
+        self._start = time.monotonic()
+        self._next = policy.first_backoff_s
+        self.retries = 0
+
+    def call(self, call: Callable[[], T]) -> T:
+        """Runs ``call`` until it answers or fails for good; past the deadline a retryable
+        failure becomes ``OutcomeUnknownError``."""
+        while True:
+            try:
+                return call()
+            except Exception as error:  # noqa: BLE001 - sorted right below
+                if not is_retryable(error):
+                    raise
+                self.pause(error)
+
+    def pause(self, failure: BaseException) -> None:
+        """Waits the next backoff after ``failure`` (a random time in the upper half of the
+        current one, so clients that failed together do not come back together), or, past the
+        deadline, raises ``OutcomeUnknownError``."""
+        ceiling = self._next
+        self._next = min(self._next * 2, self.policy.max_backoff_s)
+        wait = ceiling / 2 + random.random() * ceiling / 2
+        if time.monotonic() - self._start + wait > self.policy.deadline_s:
+            raise OutcomeUnknownError(self.attempt_id, failure) from failure
+        self.retries += 1
+        time.sleep(wait)

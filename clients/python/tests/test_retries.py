@@ -1,0 +1,156 @@
+"""Issue 27 for the Python package, against real servers: purchases retried through a busy
+server and through a SIGKILLed master are applied once; ``create`` checks everything before it
+writes, gives its name back when its process is killed half way, and names a server without
+the module."""
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+
+import pytest
+import redis
+
+import seckill
+from conftest import wait_until
+from seckill import PartitionedSale, RetryPolicy, SaleSpec
+
+
+def _busy(port: int, spells: int, done: threading.Event, started: threading.Barrier) -> None:
+    con = redis.Redis(port=port)
+    started.wait()
+    for _ in range(spells):
+        con.execute_command("DEBUG", "SLEEP", "0.6")
+        time.sleep(0.1)
+    done.set()
+
+
+def test_purchases_through_a_busy_server_are_retried_and_applied_once(server):
+    """50 buyers buy and cancel through one sale (200 ms socket timeouts) while the server is
+    made busy past that timeout four times: each owns exactly what its answers said, nobody
+    over LIMIT, no unit lost or created, and the library did retry."""
+    buyers, limit, stock = 50, 3, 80
+    client = redis.Redis(port=server, socket_timeout=0.2, socket_connect_timeout=0.2, max_connections=200)
+    sale = PartitionedSale.create(client, "busy", SaleSpec(stock=stock, partitions=4, limit=limit),
+                                  retry=RetryPolicy(deadline_s=30))
+    done, started = threading.Event(), threading.Barrier(buyers + 1)
+    told = {}
+
+    def buyer(user: str) -> None:
+        started.wait()
+        owned, rounds = 0, 0
+        while not done.is_set():
+            if sale.try_buy(user, 1) >= 0:
+                owned += 1
+            if rounds % 2 == 1:
+                owned -= sale.cancel(user, 1)
+            rounds += 1
+        told[user] = owned
+
+    threads = [threading.Thread(target=buyer, args=(f"buyer-{b}",)) for b in range(buyers)]
+    busy = threading.Thread(target=_busy, args=(server, 4, done, started))
+    for thread in threads + [busy]:
+        thread.start()
+    for thread in threads + [busy]:
+        thread.join()
+    check = redis.Redis(port=server)
+    owned_total = 0
+    for user, owned in told.items():
+        assert sale.bought(user) == owned, f"{user}: owns what its answers said it bought"
+        assert owned <= limit
+        owned_total += owned
+    assert owned_total + sale.info().remaining == stock, "no unit lost or created"
+    calls = sum(int(check.info("commandstats")[f"cmdstat_seckill.{c}"]["calls"]) for c in ("try", "cancel"))
+    assert calls > sale.stats.tries, "no call was ever sent again: the busy spells missed"
+
+
+def test_a_killed_master_is_followed_without_a_new_client(own_cluster):
+    """A master SIGKILLed mid-sale: the client and the sale made before the kill go on once the
+    replica is promoted; every purchase a replica acknowledged is still owned."""
+    client = redis.RedisCluster(host="127.0.0.1", port=own_cluster[0].port)
+    sale = PartitionedSale.create(client, "killed", SaleSpec(stock=10_000, partitions=16, limit=2),
+                                  retry=RetryPolicy(deadline_s=60))
+    masters = {n.port: n for n in own_cluster if redis.Redis(port=n.port).info("replication")["role"] == "master"}
+    hot = client.get_node_from_key(sale.keys[0]).port
+    answers, progress, lock = [], [0], threading.Lock()
+
+    def buyer(thread: int) -> None:
+        for n in range(60):
+            user = f"killed:{thread}:{n}"
+            code, acked = sale.try_buy_acked(user, 1, replicas=1, timeout_ms=200)
+            with lock:
+                answers.append((user, code, acked))
+                progress[0] += 1
+
+    threads = [threading.Thread(target=buyer, args=(t,)) for t in range(10)]
+    for thread in threads:
+        thread.start()
+    wait_until(lambda: progress[0] > 150, "first purchases", timeout=60)
+    masters[hot].kill()
+    for thread in threads:
+        thread.join()
+    fresh = redis.RedisCluster(host="127.0.0.1", port=next(p for p in masters if p != hot))
+    check = PartitionedSale.open(fresh, "killed")
+    kept = 0
+    for user, code, acked in answers:
+        owned = check.bought(user)
+        assert owned <= 2
+        if code >= 0 and acked >= 1:
+            assert owned == 1, f"{user}: a replicated purchase survives the kill"
+            kept += 1
+        elif code < 0:
+            assert owned == 0, f"{user}: refused yet owns"
+    assert len(answers) == 600 and kept > 0
+
+
+def test_create_checks_every_setting_before_it_writes(server):
+    client = redis.Redis(port=server)
+    with pytest.raises(TypeError):
+        PartitionedSale.create(client, "checked", SaleSpec(stock=10, partitions="16"))
+    with pytest.raises(TypeError):
+        PartitionedSale.create(client, "checked", SaleSpec(stock=10, partitions=2, limit=True))
+    for spec in (
+        SaleSpec(stock=10, partitions=2, limit=0),
+        SaleSpec(stock=10, partitions=0),
+        SaleSpec(stock=10, partitions=16_385),
+        SaleSpec(stock=2**63, partitions=2),
+        SaleSpec(stock=10, partitions=2, hold_ms=0),
+        SaleSpec(stock=10, partitions=2, start_ms=2_000, end_ms=1_000),
+        SaleSpec(stock=10, partitions=2, events_maxlen=10),
+    ):
+        with pytest.raises(seckill.InvalidArgumentError) as refused:
+            PartitionedSale.create(client, "checked", spec)
+        assert not str(refused.value).startswith("ERR")
+        assert client.dbsize() == 0, f"{spec} wrote something"
+    sale = PartitionedSale.create(client, "checked", SaleSpec(stock=10, partitions=2))
+    assert sale.try_buy("u") == 4
+    with pytest.raises(seckill.NoHoldsError):
+        sale.confirm("u")
+
+
+def _create_many(port: int) -> None:
+    PartitionedSale.create(redis.Redis(port=port), "half", SaleSpec(stock=8_000, partitions=4_000))
+
+
+def test_a_create_killed_half_way_gives_its_name_back(server):
+    client = redis.Redis(port=server)
+    creator = multiprocessing.get_context("fork").Process(target=_create_many, args=(server,))
+    creator.start()
+    wait_until(lambda: client.exists("{half/100}") == 1, "a hundred partitions", timeout=30)
+    os.kill(creator.pid, signal.SIGKILL)
+    creator.join()
+    with pytest.raises((seckill.BadManifestError, seckill.NoSaleError)):
+        PartitionedSale.open(client, "half")
+    wait_until(lambda: client.exists("half") == 0, "the claim to lapse", timeout=15)
+    sale = PartitionedSale.create(client, "half", SaleSpec(stock=8, partitions=2))
+    assert PartitionedSale.open(client, "half").spec == sale.spec
+    assert sale.info().remaining == 8
+
+
+def test_a_server_without_the_module_is_named_before_any_write(bare_server):
+    for protocol in (2, 3):
+        client = redis.Redis(port=bare_server, protocol=protocol)
+        with pytest.raises(seckill.ModuleMissingError, match="--loadmodule"):
+            PartitionedSale.create(client, "nomodule", SaleSpec(stock=10, partitions=2))
+        assert client.dbsize() == 0
