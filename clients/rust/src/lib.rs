@@ -9,22 +9,36 @@
 //! `SETTLE`), so the sale sells out completely; once nothing is left anywhere, the partition is
 //! sealed and every later buyer there is refused in one round trip.
 //!
-//! Works on any `redis::ConnectionLike`: a `redis::cluster::ClusterConnection` (MOVED and ASK
-//! are its job), or a plain `redis::Connection` to one server.
+//! Works on any `redis::ConnectionLike`: a [`ClusterSession`] (a cluster connection that
+//! connects anew after a node failed, so a killed master is followed), a
+//! `redis::cluster::ClusterConnection` (MOVED and ASK are its job), or a plain
+//! `redis::Connection` to one server ([`Session::server`] with a timeout).
+//!
+//! Every purchase and cancel carries a fresh attempt id and is sent again under it when its
+//! answer is lost (a timeout, a dropped connection, a failover), within a [`RetryPolicy`]: it
+//! is never made twice. Past the deadline the caller gets [`Error::OutcomeUnknown`] with the
+//! attempt id, and can ask `bought`.
 //!
 //! ```no_run
-//! use seckill_client::{PartitionedSale, SaleSpec, TryReply};
+//! use seckill_client::{ClusterSession, Error, PartitionedSale, RetryPolicy, SaleSpec, TryReply};
+//! use std::time::Duration;
 //!
 //! fn main() -> Result<(), Box<dyn std::error::Error>> {
 //!     let client = redis::cluster::ClusterClient::new(vec!["redis://127.0.0.1:7000/"])?;
-//!     let mut con = client.get_connection()?;
+//!     let mut con = ClusterSession::cluster(client)?;
 //!     // 10 000 bottles over 16 partitions, at most 2 per user.
-//!     let sale = PartitionedSale::create(&mut con, "sale:wine", &SaleSpec::new(10_000, 16).limit(2))?;
-//!     match sale.try_buy(&mut con, "user:42", 1)? {
-//!         TryReply::Bought { .. } => println!("bought"),
-//!         TryReply::SoldOut => println!("sold out"),
-//!         TryReply::OverLimit => println!("two is the limit"),
-//!         other => println!("refused: {}", other.code()),
+//!     let sale = PartitionedSale::create(&mut con, "sale:wine", &SaleSpec::new(10_000, 16).limit(2))?
+//!         .with_retry(RetryPolicy { deadline: Duration::from_secs(5), ..RetryPolicy::default() });
+//!     match sale.try_buy(&mut con, "user:42", 1) {
+//!         Ok(TryReply::Bought { .. }) => println!("bought"),
+//!         Ok(TryReply::SoldOut) => println!("sold out"),
+//!         Ok(TryReply::OverLimit) => println!("two is the limit"),
+//!         Ok(other) => println!("refused: {}", other.code()),
+//!         // No answer within 5 s: it may or may not have happened; ask.
+//!         Err(Error::OutcomeUnknown { attempt_id, .. }) => {
+//!             println!("{attempt_id}: owns {}", sale.bought(&mut con, "user:42")?)
+//!         }
+//!         Err(e) => return Err(e.into()),
 //!     }
 //!     let info = sale.info(&mut con)?;
 //!     println!("{} sold, {} left", info.sold, info.remaining);
