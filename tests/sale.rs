@@ -170,7 +170,7 @@ fn try_contract() {
         .arg("x")
         .query(&mut con)
         .unwrap();
-    let cases: [(&[&str], &str); 9] = [
+    let cases: [(&[&str], &str); 11] = [
         (&["SECKILL.TRY", "s", ""], "ERR user must not be empty"),
         (
             &["SECKILL.TRY", "b", "u", "0"],
@@ -190,6 +190,14 @@ fn try_contract() {
         ),
         (
             &["SECKILL.TRY", "s", "u", "1", "extra"],
+            "ERR unknown option 'EXTRA'",
+        ),
+        (
+            &["SECKILL.TRY", "s", "u", "1", "ID", "a", "extra"],
+            "ERR unknown option 'EXTRA'",
+        ),
+        (
+            &["SECKILL.TRY", "s"],
             "ERR wrong number of arguments for 'seckill.try' command",
         ),
         (
