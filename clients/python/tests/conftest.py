@@ -18,6 +18,9 @@ REPO = pathlib.Path(__file__).resolve().parents[3]
 MODULE = os.environ.get("SECKILL_MODULE", str(REPO / "target/release/libseckill.so"))
 SERVER = os.environ.get("REDIS_SERVER", "redis-server")
 CLI = os.environ.get("REDIS_CLI", "redis-cli")
+#: The protocol every client of the tests speaks: `make test` runs the tests under RESP3 on the
+#: newest redis-py and under RESP2 on redis-py 5.
+PROTOCOL = int(os.environ.get("SECKILL_RESP", "2"))
 
 
 def _free_port() -> int:
@@ -103,7 +106,7 @@ def cluster():
     nodes = []
     try:
         nodes = start_cluster(workdir.name)
-        yield redis.RedisCluster(host="127.0.0.1", port=nodes[0].port)
+        yield redis.RedisCluster(host="127.0.0.1", port=nodes[0].port, protocol=PROTOCOL)
     finally:
         for node in nodes:
             node.kill()

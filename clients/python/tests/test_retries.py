@@ -13,12 +13,12 @@ import pytest
 import redis
 
 import seckill
-from conftest import wait_until
+from conftest import PROTOCOL, wait_until
 from seckill import PartitionedSale, RetryPolicy, SaleSpec
 
 
 def _busy(port: int, spells: int, done: threading.Event, started: threading.Barrier) -> None:
-    con = redis.Redis(port=port)
+    con = redis.Redis(port=port, protocol=PROTOCOL)
     started.wait()
     for _ in range(spells):
         con.execute_command("DEBUG", "SLEEP", "0.6")
@@ -31,7 +31,8 @@ def test_purchases_through_a_busy_server_are_retried_and_applied_once(server):
     made busy past that timeout four times: each owns exactly what its answers said, nobody
     over LIMIT, no unit lost or created, and the library did retry."""
     buyers, limit, stock = 50, 3, 80
-    client = redis.Redis(port=server, socket_timeout=0.2, socket_connect_timeout=0.2, max_connections=200)
+    client = redis.Redis(port=server, socket_timeout=0.2, socket_connect_timeout=0.2, max_connections=200,
+                         protocol=PROTOCOL)
     sale = PartitionedSale.create(client, "busy", SaleSpec(stock=stock, partitions=4, limit=limit),
                                   retry=RetryPolicy(deadline_s=30))
     done, started = threading.Event(), threading.Barrier(buyers + 1)
@@ -54,7 +55,7 @@ def test_purchases_through_a_busy_server_are_retried_and_applied_once(server):
         thread.start()
     for thread in threads + [busy]:
         thread.join()
-    check = redis.Redis(port=server)
+    check = redis.Redis(port=server, protocol=PROTOCOL)
     owned_total = 0
     for user, owned in told.items():
         assert sale.bought(user) == owned, f"{user}: owns what its answers said it bought"
@@ -68,10 +69,10 @@ def test_purchases_through_a_busy_server_are_retried_and_applied_once(server):
 def test_a_killed_master_is_followed_without_a_new_client(own_cluster):
     """A master SIGKILLed mid-sale: the client and the sale made before the kill go on once the
     replica is promoted; every purchase a replica acknowledged is still owned."""
-    client = redis.RedisCluster(host="127.0.0.1", port=own_cluster[0].port)
+    client = redis.RedisCluster(host="127.0.0.1", port=own_cluster[0].port, protocol=PROTOCOL)
     sale = PartitionedSale.create(client, "killed", SaleSpec(stock=10_000, partitions=16, limit=2),
                                   retry=RetryPolicy(deadline_s=60))
-    masters = {n.port: n for n in own_cluster if redis.Redis(port=n.port).info("replication")["role"] == "master"}
+    masters = {n.port: n for n in own_cluster if redis.Redis(port=n.port, protocol=PROTOCOL).info("replication")["role"] == "master"}
     hot = client.get_node_from_key(sale.keys[0]).port
     answers, progress, lock = [], [0], threading.Lock()
 
@@ -90,7 +91,7 @@ def test_a_killed_master_is_followed_without_a_new_client(own_cluster):
     masters[hot].kill()
     for thread in threads:
         thread.join()
-    fresh = redis.RedisCluster(host="127.0.0.1", port=next(p for p in masters if p != hot))
+    fresh = redis.RedisCluster(host="127.0.0.1", port=next(p for p in masters if p != hot), protocol=PROTOCOL)
     check = PartitionedSale.open(fresh, "killed")
     kept = 0
     for user, code, acked in answers:
@@ -105,7 +106,7 @@ def test_a_killed_master_is_followed_without_a_new_client(own_cluster):
 
 
 def test_create_checks_every_setting_before_it_writes(server):
-    client = redis.Redis(port=server)
+    client = redis.Redis(port=server, protocol=PROTOCOL)
     with pytest.raises(TypeError):
         PartitionedSale.create(client, "checked", SaleSpec(stock=10, partitions="16"))
     with pytest.raises(TypeError):
@@ -130,11 +131,11 @@ def test_create_checks_every_setting_before_it_writes(server):
 
 
 def _create_many(port: int) -> None:
-    PartitionedSale.create(redis.Redis(port=port), "half", SaleSpec(stock=8_000, partitions=4_000))
+    PartitionedSale.create(redis.Redis(port=port, protocol=PROTOCOL), "half", SaleSpec(stock=8_000, partitions=4_000))
 
 
 def test_a_create_killed_half_way_gives_its_name_back(server):
-    client = redis.Redis(port=server)
+    client = redis.Redis(port=server, protocol=PROTOCOL)
     creator = multiprocessing.get_context("fork").Process(target=_create_many, args=(server,))
     creator.start()
     wait_until(lambda: client.exists("{half/100}") == 1, "a hundred partitions", timeout=30)

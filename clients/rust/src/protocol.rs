@@ -40,4 +40,37 @@ mod tests {
             .collect();
         assert_eq!(rows, ours);
     }
+
+    /// The module, this crate and the Python package carry one version.
+    #[test]
+    fn one_version_for_the_module_the_crate_and_the_package() {
+        let version_in = |text: &str, key: &str| -> String {
+            text.lines()
+                .find_map(|line| line.trim().strip_prefix(key))
+                .map(|rest| {
+                    rest.trim()
+                        .trim_start_matches('=')
+                        .trim()
+                        .trim_matches('"')
+                        .to_string()
+                })
+                .unwrap_or_else(|| panic!("no {key} line"))
+        };
+        let ours = env!("CARGO_PKG_VERSION");
+        assert_eq!(
+            version_in(include_str!("../../../Cargo.toml"), "version ="),
+            ours
+        );
+        assert_eq!(
+            version_in(include_str!("../../python/pyproject.toml"), "version ="),
+            ours
+        );
+        assert_eq!(
+            version_in(
+                include_str!("../../python/src/seckill/__init__.py"),
+                "__version__ ="
+            ),
+            ours
+        );
+    }
 }

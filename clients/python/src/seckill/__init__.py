@@ -7,6 +7,9 @@ the user id, so LIMIT and dedup stay exact; a drained partition borrows units fr
 with escrow transfers, so the sale sells out completely.
 """
 
+#: The package's version: the module's and the Rust crate's too (one version for all three).
+__version__ = "0.7.0"
+
 from .errors import (
     BadManifestError,
     ContendedError,
