@@ -4,7 +4,7 @@
 //! made busy past their socket timeout buy exactly what they were told they bought.
 
 use seckill_harness::{
-    Server, command_calls, dump, error, int, ok, promote, replicate, wait_replicas,
+    Server, command_calls, dump, durable_master_and_replica, error, int, ok, promote, wait_replicas,
 };
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
@@ -12,9 +12,7 @@ use std::time::{Duration, Instant};
 
 #[test]
 fn repeats_change_nothing_on_the_master_its_replica_and_after_restarts() {
-    let mut master = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
-    let replica = Server::start();
-    replicate(&replica, &master);
+    let (mut master, replica) = durable_master_and_replica();
     let mut con = master.con();
     ok(
         &mut con,

@@ -3,7 +3,8 @@
 
 use redis::Value;
 use seckill_harness::{
-    Server, dump, error, field, fields, int, ok, replicate, rewrite_aof, stream, wait_replicas,
+    Server, dump, durable_master_and_replica, error, field, fields, int, ok, rewrite_aof, stream,
+    wait_replicas,
 };
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -547,9 +548,7 @@ fn assert_replica_and_aof_reproduce(
 
 #[test]
 fn a_replica_and_an_aof_replay_reproduce_both_keys_byte_for_byte() {
-    let mut master = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
-    let replica = Server::start();
-    replicate(&replica, &master);
+    let (mut master, replica) = durable_master_and_replica();
     let mut con = master.con();
     ok(
         &mut con,
@@ -646,9 +645,7 @@ fn the_event_stream_gets_one_entry_per_lend_and_absorb() {
 /// AOF, its rewrite and the RDB: a restarted server still answers -1, not -5.
 #[test]
 fn a_sealed_partition_is_kept_by_the_replica_the_aof_and_the_rdb() {
-    let mut master = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
-    let replica = Server::start();
-    replicate(&replica, &master);
+    let (mut master, replica) = durable_master_and_replica();
     let mut con = master.con();
     for (key, stock, index) in [("{p/0}", "1", "0"), ("{p/1}", "0", "1")] {
         ok(

@@ -9,7 +9,7 @@
 //! LEND's destination. So any unit created or lost is the module's doing, as in issue 31,
 //! where a settled id lent again to another key let that key absorb units never taken.
 
-use seckill_harness::{Server, dump, error_text, fields, replicate, wait_replicas};
+use seckill_harness::{dump, durable_master_and_replica, error_text, fields, wait_replicas};
 use std::collections::HashMap;
 
 const KEYS: [&str; 3] = ["{a}", "{b}", "{c}"];
@@ -386,9 +386,7 @@ fn dumps(con: &mut redis::Connection) -> Vec<Vec<u8>> {
 
 #[test]
 fn random_transfers_with_repeated_and_reused_ids_never_create_or_lose_units() {
-    let mut master = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
-    let replica = Server::start();
-    replicate(&replica, &master);
+    let (mut master, replica) = durable_master_and_replica();
     let mut con = master.con();
     let mut model = Model::default();
     for (k, key) in KEYS.iter().enumerate() {

@@ -3,8 +3,9 @@
 
 use redis::Value;
 use seckill_harness::{
-    Server, StreamsReply, command_calls, dump, error, field, fields, info_counter, int, next_event,
-    ok, parse_entries, replicate, rewrite_aof, server_now_ms, stream, wait_replicas, wait_until,
+    Server, StreamsReply, command_calls, dump, durable_master_and_replica, error, field, fields,
+    info_counter, int, next_event, ok, parse_entries, replicate, rewrite_aof, server_now_ms,
+    stream, wait_replicas, wait_until,
 };
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Barrier};
@@ -581,9 +582,7 @@ fn hundreds_of_clients_keep_the_invariant_and_one_entry_per_change() {
 
 #[test]
 fn a_replica_and_an_aof_replay_match_the_master_byte_for_byte() {
-    let mut master = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
-    let replica = Server::start();
-    replicate(&replica, &master);
+    let (mut master, replica) = durable_master_and_replica();
     let mut con = master.con();
     let mut watcher = master.con();
     let now = server_now_ms(&mut con);
@@ -723,9 +722,7 @@ fn replayed_forms(con: &mut redis::Connection, before: &mut (i64, i64)) -> (i64,
 
 #[test]
 fn changes_in_the_same_ms_replicate_bare_and_replay_at_the_masters_clock() {
-    let mut master = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
-    let replica = Server::start();
-    replicate(&replica, &master);
+    let (mut master, replica) = durable_master_and_replica();
     let mut con = master.con();
     let mut on_replica = replica.con();
     let mut seen = (0, 0);
@@ -903,9 +900,7 @@ fn stream_entries_wake_blocked_readers_and_notify() {
 /// `XADD MAXLEN ~`), and the replica and the AOF trim to exactly the length the master left.
 #[test]
 fn maxlen_trims_the_stream_alike_on_master_replica_and_aof() {
-    let mut master = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
-    let replica = Server::start();
-    replicate(&replica, &master);
+    let (mut master, replica) = durable_master_and_replica();
     let mut con = master.con();
     ok(
         &mut con,

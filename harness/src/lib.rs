@@ -385,6 +385,15 @@ pub fn command_calls(con: &mut redis::Connection, command: &str) -> i64 {
         })
 }
 
+/// A master that writes every change to its AOF with `appendfsync always` (so a SIGKILL loses
+/// nothing acknowledged and a restart replays it), and a replica in sync with it.
+pub fn durable_master_and_replica() -> (Server, Server) {
+    let master = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let replica = Server::start();
+    replicate(&replica, &master);
+    (master, replica)
+}
+
 /// Makes `replica` replicate `master` and waits until the link is up and in sync.
 pub fn replicate(replica: &Server, master: &Server) {
     let mut con = replica.con();

@@ -2,6 +2,7 @@
 seckill module for the whole session, clusters and single servers of a test's own; every
 server is killed at the end, and with this process if it dies."""
 
+import contextlib
 import ctypes
 import os
 import pathlib
@@ -98,24 +99,9 @@ def start_cluster(workdir: str):
     return nodes
 
 
-@pytest.fixture(scope="session")
-def cluster():
-    """One cluster for the whole session; tests that disturb it make their own."""
-    _require_module_built()
-    workdir = tempfile.TemporaryDirectory(prefix="seckill-py-")
-    nodes = []
-    try:
-        nodes = start_cluster(workdir.name)
-        yield redis.RedisCluster(host="127.0.0.1", port=nodes[0].port, protocol=PROTOCOL)
-    finally:
-        for node in nodes:
-            node.kill()
-        workdir.cleanup()
-
-
-@pytest.fixture
-def own_cluster():
-    """A cluster of this test's own, to kill a node of: its nodes."""
+@contextlib.contextmanager
+def _cluster_nodes():
+    """A cluster's nodes, killed (and their directory removed) at the end."""
     _require_module_built()
     workdir = tempfile.TemporaryDirectory(prefix="seckill-py-")
     nodes = []
@@ -128,12 +114,13 @@ def own_cluster():
         workdir.cleanup()
 
 
-@pytest.fixture
-def server():
-    """One server with the module: its port."""
-    _require_module_built()
+@contextlib.contextmanager
+def _single_node(module: bool):
+    """One server's port, the server killed at the end."""
+    if module:
+        _require_module_built()
     workdir = tempfile.TemporaryDirectory(prefix="seckill-py-")
-    node = Node(workdir.name)
+    node = Node(workdir.name, module=module)
     try:
         wait_until(lambda: _answers(node.port), "the server")
         yield node.port
@@ -142,14 +129,29 @@ def server():
         workdir.cleanup()
 
 
+@pytest.fixture(scope="session")
+def cluster():
+    """One cluster for the whole session; tests that disturb it make their own."""
+    with _cluster_nodes() as nodes:
+        yield redis.RedisCluster(host="127.0.0.1", port=nodes[0].port, protocol=PROTOCOL)
+
+
+@pytest.fixture
+def own_cluster():
+    """A cluster of this test's own, to kill a node of: its nodes."""
+    with _cluster_nodes() as nodes:
+        yield nodes
+
+
+@pytest.fixture
+def server():
+    """One server with the module: its port."""
+    with _single_node(module=True) as port:
+        yield port
+
+
 @pytest.fixture
 def bare_server():
     """One server without the module: its port."""
-    workdir = tempfile.TemporaryDirectory(prefix="seckill-py-")
-    node = Node(workdir.name, module=False)
-    try:
-        wait_until(lambda: _answers(node.port), "the bare server")
-        yield node.port
-    finally:
-        node.kill()
-        workdir.cleanup()
+    with _single_node(module=False) as port:
+        yield port
