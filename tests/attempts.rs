@@ -4,7 +4,8 @@
 //! made busy past their socket timeout buy exactly what they were told they bought.
 
 use seckill_harness::{
-    Server, command_calls, dump, durable_master_and_replica, error, int, ok, promote, wait_replicas,
+    Server, busy_spells, command_calls, dump, durable_master_and_replica, error, int, ok, promote,
+    wait_replicas,
 };
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
@@ -125,22 +126,7 @@ fn retries_through_a_busy_server_buy_exactly_once() {
     let deadline = Instant::now() + Duration::from_secs(60);
     let done = Arc::new(AtomicBool::new(false));
     let start = Arc::new(Barrier::new(BUYERS + 1));
-    let busy = {
-        let (url, done, start) = (server.url(), done.clone(), start.clone());
-        std::thread::spawn(move || {
-            let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
-            start.wait();
-            for _ in 0..SPELLS {
-                let _: () = redis::cmd("DEBUG")
-                    .arg("SLEEP")
-                    .arg("0.6")
-                    .query(&mut con)
-                    .unwrap();
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            done.store(true, Ordering::Relaxed);
-        })
-    };
+    let busy = busy_spells(&server, SPELLS, start.clone(), done.clone());
     let buyers: Vec<_> = (0..BUYERS)
         .map(|b| {
             let (server, start, done) = (ServerAt(server.url()), start.clone(), done.clone());

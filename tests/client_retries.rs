@@ -3,7 +3,7 @@
 //! when cut half way, and names a server without the module.
 
 use seckill_client::{Error, PartitionedSale, RetryPolicy, SaleSpec, Session, TryReply};
-use seckill_harness::{Server, free_port, int, server_binary, wait_until};
+use seckill_harness::{Server, busy_spells, free_port, int, server_binary, wait_until};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
@@ -37,22 +37,7 @@ fn purchases_through_a_busy_server_are_retried_and_applied_once() {
     );
     let done = Arc::new(AtomicBool::new(false));
     let start = Arc::new(Barrier::new(BUYERS + 1));
-    let busy = {
-        let (url, done, start) = (server.url(), done.clone(), start.clone());
-        std::thread::spawn(move || {
-            let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
-            start.wait();
-            for _ in 0..4 {
-                let _: () = redis::cmd("DEBUG")
-                    .arg("SLEEP")
-                    .arg("0.6")
-                    .query(&mut con)
-                    .unwrap();
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            done.store(true, Ordering::Relaxed);
-        })
-    };
+    let busy = busy_spells(&server, 4, start.clone(), done.clone());
     let buyers: Vec<_> = (0..BUYERS)
         .map(|b| {
             let (sale, start, done) = (sale.clone(), start.clone(), done.clone());

@@ -394,6 +394,31 @@ pub fn durable_master_and_replica() -> (Server, Server) {
     (master, replica)
 }
 
+/// Makes `server` busy `spells` times, each a `DEBUG SLEEP 0.6` (longer than a client's short
+/// socket timeout) then 100 ms of service, starting when `start` lets every party go; sets
+/// `done` after the last. What clients that retry are tested against.
+pub fn busy_spells(
+    server: &Server,
+    spells: usize,
+    start: std::sync::Arc<std::sync::Barrier>,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    let url = server.url();
+    std::thread::spawn(move || {
+        let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
+        start.wait();
+        for _ in 0..spells {
+            let _: () = redis::cmd("DEBUG")
+                .arg("SLEEP")
+                .arg("0.6")
+                .query(&mut con)
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+    })
+}
+
 /// Makes `replica` replicate `master` and waits until the link is up and in sync.
 pub fn replicate(replica: &Server, master: &Server) {
     let mut con = replica.con();
