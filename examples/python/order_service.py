@@ -74,7 +74,12 @@ def main():
     final, cursor = {}, "0"
     while True:
         cursor, page = con.execute_command("SECKILL.BUYERS", SALE, cursor, "COUNT", 100)
-        for user, qty, state in zip(page[::3], page[1::3], page[2::3]):
+        # RESP3 (redis-py 8's default) gives one map per buyer, RESP2 one flat array.
+        if page and isinstance(page[0], dict):
+            rows = [(row["user"], row["qty"], row["state"]) for row in page]
+        else:
+            rows = list(zip(page[::3], page[1::3], page[2::3]))
+        for user, qty, state in rows:
             if state == "final":
                 final[user] = int(qty)
         if cursor == "0":

@@ -26,7 +26,8 @@ def main():
     assert len(winners) == len(set(winners)), "a user bought twice"
     assert all(reply >= 0 or reply in (SOLD_OUT, ALREADY_BOUGHT) for _, reply in results)
     info = con.execute_command("SECKILL.INFO", KEY)
-    fields = dict(zip(info[::2], info[1::2]))
+    # A map under RESP3 (redis-py 8's default), a flat [name, value, ...] array under RESP2.
+    fields = info if isinstance(info, dict) else dict(zip(info[::2], info[1::2]))
     sold = fields[b"sold"]
     print(f"python example: {len(winners)} winners, sold {sold} of 10")
     assert (len(winners), sold) == (10, 10)

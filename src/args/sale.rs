@@ -143,14 +143,22 @@ fn buyer_call<'a>(rest: &[&'a [u8]]) -> ArgResult<BuyerCall<'a>> {
         [qty, more @ ..] => (Some(quantity(qty)), more),
         [] => (None, after_user),
     };
-    let mut attempt = None;
-    options(options_rest, |name, value| match name {
-        "ID" => {
-            attempt = Some(attempt_id(value_of(name, value)?)?);
-            Ok(true)
+    // `ID attempt` is the one option, on every purchase a client library sends: matched here
+    // without the general option parser's allocations; anything else goes to it for the same
+    // errors as every other command.
+    let attempt = match options_rest {
+        [] => None,
+        [word, value] if word.eq_ignore_ascii_case(b"ID") => Some(attempt_id(value)?),
+        _ => {
+            options(options_rest, |name, value| match name {
+                "ID" => value_of(name, value).and_then(attempt_id).map(|_| true),
+                _ => Err(unknown_option(name.as_bytes())),
+            })?;
+            // Every well-formed `ID attempt` took the branch above, so options() refused the
+            // rest; should it not, refuse it still.
+            return Err(syntax_error());
         }
-        _ => Err(unknown_option(name.as_bytes())),
-    })?;
+    };
     Ok(BuyerCall { user, qty, attempt })
 }
 

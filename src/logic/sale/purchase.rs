@@ -83,8 +83,11 @@ impl Sale {
         self.check_request(user, qty)?;
         let digest = attempt.map(attempt_digest).transpose()?;
         self.expire_due(now_ms);
+        // The buyer's record, looked up once for the repeat check and the purchase; only a
+        // call with an attempt id needs it before the refusals.
+        let mut found = None;
         if let Some(digest) = digest
-            && let Some((record_id, record)) = self.buyers.find(user)
+            && let Some((record_id, record)) = *found.insert(self.buyers.find(user))
             && let Some(last) = self.attempts.get(record_id)
         {
             match last.repeat(AttemptKind::Try, digest, qty) {
@@ -101,7 +104,7 @@ impl Sale {
         if let Some(refusal) = self.refusal_before_lookup(qty, now_ms) {
             return Ok(refusal);
         }
-        let found = self.buyers.find(user);
+        let found = found.unwrap_or_else(|| self.buyers.find(user));
         let mut record = found.map_or_else(BuyerRecord::default, |(_, record)| record);
         if record.units() + qty > self.config.limit {
             return Ok(TryOutcome::LimitExceeded);
