@@ -52,16 +52,19 @@
 mod error;
 mod info;
 pub mod protocol;
+mod reply;
 mod retry;
+mod routing;
 mod sale;
 mod session;
+mod spec;
 
 pub use error::{Error, Result};
 pub use info::{Buyer, PartitionInfo, SaleEvent, SaleInfo};
 pub use protocol::MAX_PARTITIONS;
+pub use reply::TryReply;
 pub use retry::{RetryPolicy, is_retryable};
-pub use sale::{
-    CREATE_CLAIM_MS, ClientStats, DEFAULT_SEAL_MS, PartitionedSale, SaleSpec, TryReply,
-    partition_of,
-};
+pub use routing::partition_of;
+pub use sale::{CREATE_CLAIM_MS, ClientStats, DEFAULT_SEAL_MS, PartitionedSale};
 pub use session::{ClusterSession, Session};
+pub use spec::SaleSpec;

@@ -4,8 +4,11 @@
 
 use crate::error::{Error, Result};
 use crate::info::{Buyer, PartitionInfo, SaleEvent, SaleInfo, parse_fields};
-use crate::protocol::{DRAINED, ENDED, MAX_PARTITIONS, NOT_STARTED, OVER_LIMIT, SOLD_OUT};
+use crate::protocol::{DRAINED, MAX_PARTITIONS};
+use crate::reply::TryReply;
 use crate::retry::{Retrier, RetryPolicy, is_retryable, with_retries};
+use crate::routing::{partition_key, partition_of};
+use crate::spec::{MANIFEST_VERSION, SaleSpec};
 use redis::{ConnectionLike, RedisResult, Value, cmd};
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -20,8 +23,6 @@ pub const DEFAULT_SEAL_MS: u64 = 1_000;
 /// partition then bought first, before it gives up with [`Error::Contended`].
 const MAX_BORROWS: u32 = 1_000;
 
-const MANIFEST_VERSION: &str = "1";
-
 /// How long a `create` holds a sale's name before its manifest is done (plus 1 ms per
 /// partition): the name of a creator that died half way is free again after it.
 pub const CREATE_CLAIM_MS: u64 = 5_000;
@@ -29,195 +30,6 @@ pub const CREATE_CLAIM_MS: u64 = 5_000;
 /// `HSETNX name partitions P`, and an expiry on the claim in the same step.
 const CLAIM_SCRIPT: &str = "if redis.call('HSETNX', KEYS[1], 'partitions', ARGV[1]) == 1 then \
      redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end return 0";
-
-/// Largest stock, limit or time: Redis integers are signed 64-bit.
-const MAX_UNITS: u64 = i64::MAX as u64;
-
-/// The partition a user always buys in: FNV-1a (64-bit) of the user id's bytes, modulo the
-/// number of partitions. Every client library computes the same (`clients/partition-hash.txt`).
-pub fn partition_of(user: &[u8], partitions: u32) -> u32 {
-    (fnv1a64(user) % u64::from(partitions.max(1))) as u32
-}
-
-fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for &byte in bytes {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    hash
-}
-
-/// What `SECKILL.TRY` replies, for the whole sale: the codes are the command's.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TryReply {
-    /// Bought (held, with HOLD); `remaining` units are left in the buyer's partition.
-    Bought { remaining: u64 },
-    /// No partition has `qty` units for this buyer: -1.
-    SoldOut,
-    /// The user would go over LIMIT: -2.
-    OverLimit,
-    /// Before START: -3.
-    NotStarted,
-    /// At or after END: -4.
-    Ended,
-}
-
-impl TryReply {
-    /// The integer `SECKILL.TRY` replies for this outcome.
-    pub fn code(self) -> i64 {
-        match self {
-            TryReply::Bought { remaining } => remaining as i64,
-            TryReply::SoldOut => SOLD_OUT,
-            TryReply::OverLimit => OVER_LIMIT,
-            TryReply::NotStarted => NOT_STARTED,
-            TryReply::Ended => ENDED,
-        }
-    }
-
-    fn from_code(code: i64) -> Result<TryReply> {
-        Ok(match code {
-            0.. => TryReply::Bought {
-                remaining: code as u64,
-            },
-            SOLD_OUT => TryReply::SoldOut,
-            OVER_LIMIT => TryReply::OverLimit,
-            NOT_STARTED => TryReply::NotStarted,
-            ENDED => TryReply::Ended,
-            other => {
-                return Err(Error::Redis(redis::RedisError::from((
-                    redis::ErrorKind::UnexpectedReturnType,
-                    "SECKILL.TRY replied an unknown code",
-                    other.to_string(),
-                ))));
-            }
-        })
-    }
-}
-
-/// How a partitioned sale is set up; the manifest records it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SaleSpec {
-    /// Units of the whole sale, split evenly over the partitions.
-    pub stock: u64,
-    pub partitions: u32,
-    /// Most units one user may own (default 1).
-    pub limit: u64,
-    pub hold_ms: Option<u64>,
-    pub start_ms: Option<u64>,
-    pub end_ms: Option<u64>,
-    /// Each partition writes its changes to its own stream, `{name/i}:events`.
-    pub events: bool,
-    pub events_maxlen: Option<u64>,
-}
-
-impl SaleSpec {
-    pub fn new(stock: u64, partitions: u32) -> SaleSpec {
-        SaleSpec {
-            stock,
-            partitions,
-            limit: 1,
-            hold_ms: None,
-            start_ms: None,
-            end_ms: None,
-            events: false,
-            events_maxlen: None,
-        }
-    }
-
-    pub fn limit(mut self, limit: u64) -> SaleSpec {
-        self.limit = limit;
-        self
-    }
-
-    /// Every purchase is held for `ms` until confirmed.
-    pub fn hold_ms(mut self, ms: u64) -> SaleSpec {
-        self.hold_ms = Some(ms);
-        self
-    }
-
-    /// The sale window in unix ms: START inclusive, END exclusive.
-    pub fn window(mut self, start_ms: Option<u64>, end_ms: Option<u64>) -> SaleSpec {
-        self.start_ms = start_ms;
-        self.end_ms = end_ms;
-        self
-    }
-
-    /// An event stream per partition, trimmed near `maxlen` entries if given.
-    pub fn events(mut self, maxlen: Option<u64>) -> SaleSpec {
-        self.events = true;
-        self.events_maxlen = maxlen;
-        self
-    }
-
-    /// Every setting the module would refuse, refused before anything is written.
-    fn check(&self) -> Result<()> {
-        let range = |what: &str, value: u64, min: u64| {
-            if value < min || value > MAX_UNITS {
-                Err(Error::InvalidArgument(format!(
-                    "{what} must be an integer between {min} and {MAX_UNITS}"
-                )))
-            } else {
-                Ok(())
-            }
-        };
-        if self.partitions == 0 || self.partitions > MAX_PARTITIONS {
-            return Err(Error::InvalidArgument(format!(
-                "partitions must be an integer between 1 and {MAX_PARTITIONS}"
-            )));
-        }
-        range("stock", self.stock, 0)?;
-        range("limit", self.limit, 1)?;
-        for (what, value) in [
-            ("hold_ms", self.hold_ms),
-            ("start_ms", self.start_ms),
-            ("end_ms", self.end_ms),
-            ("events_maxlen", self.events_maxlen),
-        ] {
-            if let Some(value) = value {
-                range(what, value, 1)?;
-            }
-        }
-        if let (Some(start), Some(end)) = (self.start_ms, self.end_ms)
-            && start >= end
-        {
-            return Err(Error::InvalidArgument(
-                "end_ms must be after start_ms".into(),
-            ));
-        }
-        if self.events_maxlen.is_some() && !self.events {
-            return Err(Error::InvalidArgument(
-                "events_maxlen trims the event streams: set events too".into(),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Partition `index`'s share of `units`: an even split, the first ones one more.
-    fn share(&self, units: u64, index: u32) -> u64 {
-        let partitions = u64::from(self.partitions);
-        units / partitions + u64::from(u64::from(index) < units % partitions)
-    }
-
-    fn manifest_fields(&self, name: &str) -> Vec<(&'static str, String)> {
-        let optional = |value: Option<u64>| value.unwrap_or(0).to_string();
-        vec![
-            ("version", MANIFEST_VERSION.to_string()),
-            ("stock", self.stock.to_string()),
-            ("limit", self.limit.to_string()),
-            ("hold", optional(self.hold_ms)),
-            ("start", optional(self.start_ms)),
-            ("end", optional(self.end_ms)),
-            ("events", u8::from(self.events).to_string()),
-            ("maxlen", optional(self.events_maxlen)),
-            ("naming", partition_key(name, "<i>")),
-        ]
-    }
-}
-
-fn partition_key(name: &str, index: impl std::fmt::Display) -> String {
-    format!("{{{name}/{index}}}")
-}
 
 /// Counters of what this client did, for tuning and benchmarks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -951,56 +763,6 @@ fn random_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn users_hash_to_stable_partitions() {
-        // FNV-1a 64's published test vectors, then the table the Python package checks too.
-        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
-        assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
-        let table = include_str!("../../partition-hash.txt");
-        let mut checked = 0;
-        for line in table
-            .lines()
-            .filter(|l| !l.starts_with('#') && !l.is_empty())
-        {
-            let mut cells = line.split_whitespace();
-            let (user, partitions, want) = (
-                cells.next().unwrap(),
-                cells.next().unwrap().parse().unwrap(),
-                cells.next().unwrap().parse::<u32>().unwrap(),
-            );
-            assert_eq!(partition_of(user.as_bytes(), partitions), want, "{line}");
-            checked += 1;
-        }
-        assert!(checked >= 10);
-    }
-
-    #[test]
-    fn stock_splits_evenly_and_wholly() {
-        for (stock, partitions) in [
-            (10_000, 16),
-            (7, 3),
-            (2, 5),
-            (0, 4),
-            (u64::MAX >> 1, 16_384),
-        ] {
-            let spec = SaleSpec::new(stock, partitions);
-            let shares: Vec<u64> = (0..partitions).map(|i| spec.share(stock, i)).collect();
-            assert_eq!(shares.iter().sum::<u64>(), stock);
-            let (min, max) = (shares.iter().min().unwrap(), shares.iter().max().unwrap());
-            assert!(max - min <= 1, "{stock}/{partitions}: {min}..{max}");
-        }
-    }
-
-    #[test]
-    fn reply_codes_are_the_commands() {
-        for code in [7, 0, -1, -2, -3, -4] {
-            assert_eq!(TryReply::from_code(code).unwrap().code(), code);
-        }
-        assert!(TryReply::from_code(-5).is_err());
-        assert!(TryReply::from_code(-6).is_err());
-    }
 
     #[test]
     fn names_are_checked() {

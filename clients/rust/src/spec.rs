@@ -1,0 +1,153 @@
+//! How a sale is set up: what `create` checks and the manifest records.
+
+use crate::error::{Error, Result};
+use crate::protocol::MAX_PARTITIONS;
+use crate::routing::partition_key;
+
+/// The manifest layout this client writes and reads.
+pub(crate) const MANIFEST_VERSION: &str = "1";
+
+/// Largest stock, limit or time: Redis integers are signed 64-bit.
+const MAX_UNITS: u64 = i64::MAX as u64;
+
+/// How a partitioned sale is set up; the manifest records it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SaleSpec {
+    /// Units of the whole sale, split evenly over the partitions.
+    pub stock: u64,
+    pub partitions: u32,
+    /// Most units one user may own (default 1).
+    pub limit: u64,
+    pub hold_ms: Option<u64>,
+    pub start_ms: Option<u64>,
+    pub end_ms: Option<u64>,
+    /// Each partition writes its changes to its own stream, `{name/i}:events`.
+    pub events: bool,
+    pub events_maxlen: Option<u64>,
+}
+
+impl SaleSpec {
+    pub fn new(stock: u64, partitions: u32) -> SaleSpec {
+        SaleSpec {
+            stock,
+            partitions,
+            limit: 1,
+            hold_ms: None,
+            start_ms: None,
+            end_ms: None,
+            events: false,
+            events_maxlen: None,
+        }
+    }
+
+    pub fn limit(mut self, limit: u64) -> SaleSpec {
+        self.limit = limit;
+        self
+    }
+
+    /// Every purchase is held for `ms` until confirmed.
+    pub fn hold_ms(mut self, ms: u64) -> SaleSpec {
+        self.hold_ms = Some(ms);
+        self
+    }
+
+    /// The sale window in unix ms: START inclusive, END exclusive.
+    pub fn window(mut self, start_ms: Option<u64>, end_ms: Option<u64>) -> SaleSpec {
+        self.start_ms = start_ms;
+        self.end_ms = end_ms;
+        self
+    }
+
+    /// An event stream per partition, trimmed near `maxlen` entries if given.
+    pub fn events(mut self, maxlen: Option<u64>) -> SaleSpec {
+        self.events = true;
+        self.events_maxlen = maxlen;
+        self
+    }
+
+    /// Every setting the module would refuse, refused before anything is written.
+    pub(crate) fn check(&self) -> Result<()> {
+        let range = |what: &str, value: u64, min: u64| {
+            if value < min || value > MAX_UNITS {
+                Err(Error::InvalidArgument(format!(
+                    "{what} must be an integer between {min} and {MAX_UNITS}"
+                )))
+            } else {
+                Ok(())
+            }
+        };
+        if self.partitions == 0 || self.partitions > MAX_PARTITIONS {
+            return Err(Error::InvalidArgument(format!(
+                "partitions must be an integer between 1 and {MAX_PARTITIONS}"
+            )));
+        }
+        range("stock", self.stock, 0)?;
+        range("limit", self.limit, 1)?;
+        for (what, value) in [
+            ("hold_ms", self.hold_ms),
+            ("start_ms", self.start_ms),
+            ("end_ms", self.end_ms),
+            ("events_maxlen", self.events_maxlen),
+        ] {
+            if let Some(value) = value {
+                range(what, value, 1)?;
+            }
+        }
+        if let (Some(start), Some(end)) = (self.start_ms, self.end_ms)
+            && start >= end
+        {
+            return Err(Error::InvalidArgument(
+                "end_ms must be after start_ms".into(),
+            ));
+        }
+        if self.events_maxlen.is_some() && !self.events {
+            return Err(Error::InvalidArgument(
+                "events_maxlen trims the event streams: set events too".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Partition `index`'s share of `units`: an even split, the first ones one more.
+    pub(crate) fn share(&self, units: u64, index: u32) -> u64 {
+        let partitions = u64::from(self.partitions);
+        units / partitions + u64::from(u64::from(index) < units % partitions)
+    }
+
+    pub(crate) fn manifest_fields(&self, name: &str) -> Vec<(&'static str, String)> {
+        let optional = |value: Option<u64>| value.unwrap_or(0).to_string();
+        vec![
+            ("version", MANIFEST_VERSION.to_string()),
+            ("stock", self.stock.to_string()),
+            ("limit", self.limit.to_string()),
+            ("hold", optional(self.hold_ms)),
+            ("start", optional(self.start_ms)),
+            ("end", optional(self.end_ms)),
+            ("events", u8::from(self.events).to_string()),
+            ("maxlen", optional(self.events_maxlen)),
+            ("naming", partition_key(name, "<i>")),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stock_splits_evenly_and_wholly() {
+        for (stock, partitions) in [
+            (10_000, 16),
+            (7, 3),
+            (2, 5),
+            (0, 4),
+            (u64::MAX >> 1, 16_384),
+        ] {
+            let spec = SaleSpec::new(stock, partitions);
+            let shares: Vec<u64> = (0..partitions).map(|i| spec.share(stock, i)).collect();
+            assert_eq!(shares.iter().sum::<u64>(), stock);
+            let (min, max) = (shares.iter().min().unwrap(), shares.iter().max().unwrap());
+            assert!(max - min <= 1, "{stock}/{partitions}: {min}..{max}");
+        }
+    }
+}
