@@ -886,7 +886,7 @@ mod cluster {
     use super::{Config, median};
     use redis::ConnectionLike;
     use redis::cluster::ClusterClient;
-    use seckill_client::{PartitionedSale, SaleSpec, TryReply, partition_of};
+    use seckill_client::{FlashSale, PartitionedSale, SaleSpec, TryReply, partition_of};
     use seckill_harness::Server;
     use std::fmt::Write as _;
     use std::process::Command;

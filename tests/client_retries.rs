@@ -2,7 +2,7 @@
 //! server buy exactly once; `create` checks everything before it writes, gives its name back
 //! when cut half way, and names a server without the module.
 
-use seckill_client::{Error, PartitionedSale, RetryPolicy, SaleSpec, Session, TryReply};
+use seckill_client::{Error, FlashSale, PartitionedSale, RetryPolicy, SaleSpec, Session, TryReply};
 use seckill_harness::{Server, busy_spells, free_port, int, server_binary, wait_until};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};

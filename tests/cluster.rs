@@ -6,7 +6,8 @@
 
 use redis::cluster::{ClusterClient, ClusterConnection};
 use seckill_client::{
-    ClusterSession, Error, PartitionedSale, RetryPolicy, SaleInfo, SaleSpec, TryReply, partition_of,
+    ClusterSession, Error, FlashSale, PartitionedSale, RetryPolicy, SaleInfo, SaleSpec, TryReply,
+    partition_of,
 };
 use seckill_harness::{
     Server, cli_binary, start_cluster_node, start_cluster_with_replicas, wait_until,

@@ -25,6 +25,10 @@ pub enum Error {
     },
     /// The server has no seckill module loaded: `redis-server --loadmodule .../libseckill.so`.
     ModuleMissing,
+    /// The server's seckill module is older than this client needs
+    /// ([`crate::protocol::MIN_MODULE_VERSION`]); `found` is its `INFO seckill` version
+    /// (major * 10 000 + minor * 100 + patch).
+    ModuleTooOld { found: i64 },
     /// CONFIRM on a sale made without holds, where nothing is ever held.
     NoHolds,
     /// Anything else from the connection or the server (I/O, cluster down, WRONGTYPE, ...).
@@ -55,6 +59,12 @@ impl fmt::Display for Error {
             Error::ModuleMissing => write!(
                 f,
                 "the server has no seckill module: start it with --loadmodule .../libseckill.so"
+            ),
+            Error::ModuleTooOld { found } => write!(
+                f,
+                "the server's seckill module is version {found}, this client needs {} or later: \
+                 load a newer libseckill.so",
+                crate::protocol::MIN_MODULE_VERSION
             ),
             Error::NoHolds => write!(f, "the sale has no holds to confirm (made without HOLD)"),
             Error::Redis(e) => write!(f, "{e}"),

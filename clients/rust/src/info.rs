@@ -44,7 +44,11 @@ impl PartitionInfo {
             absorbed: number("absorbed")?,
             pending_out: number("pending_out")?,
             sealed: number("sealed")? == 1,
-            partition: number("partition")?,
+            // Null on a one-key sale.
+            partition: match fields.get("partition") {
+                Some(Value::Nil) => 0,
+                _ => number("partition")?,
+            },
             partitions: number("partitions")?,
         })
     }

@@ -20,7 +20,7 @@
 //! attempt id, and can ask `bought`.
 //!
 //! ```no_run
-//! use seckill_client::{ClusterSession, Error, PartitionedSale, RetryPolicy, SaleSpec, TryReply};
+//! use seckill_client::{ClusterSession, Error, FlashSale, PartitionedSale, RetryPolicy, SaleSpec, TryReply};
 //! use std::time::Duration;
 //!
 //! fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -49,8 +49,13 @@
 //! }
 //! ```
 
+pub mod aio;
 mod error;
+mod flash_sale;
 mod info;
+mod key;
+mod link;
+mod partitioned;
 pub mod protocol;
 mod reply;
 mod retry;
@@ -60,11 +65,13 @@ mod session;
 mod spec;
 
 pub use error::{Error, Result};
+pub use flash_sale::{ClientStats, FlashSale};
 pub use info::{Buyer, PartitionInfo, SaleEvent, SaleInfo};
-pub use protocol::MAX_PARTITIONS;
+pub use partitioned::{CREATE_CLAIM_MS, DEFAULT_SEAL_MS, PartitionedSale};
+pub use protocol::{MAX_PARTITIONS, MIN_MODULE_VERSION};
 pub use reply::TryReply;
 pub use retry::{RetryPolicy, is_retryable};
 pub use routing::partition_of;
-pub use sale::{CREATE_CLAIM_MS, ClientStats, DEFAULT_SEAL_MS, PartitionedSale};
+pub use sale::Sale;
 pub use session::{ClusterSession, Session};
 pub use spec::SaleSpec;

@@ -12,6 +12,9 @@ pub const ENDED: i64 = -4;
 /// `SECKILL.TRY` on a partition that is drained but not sealed: other partitions may lend it
 /// units. The client borrows and tries again, so callers never see it.
 pub const DRAINED: i64 = -5;
+/// The oldest module this client works with, as `INFO seckill` gives it (major * 10 000 +
+/// minor * 100 + patch): 0.7.0, the first with attempt ids.
+pub const MIN_MODULE_VERSION: i64 = 700;
 /// Most partitions one sale may have (`SECKILL.INIT ... PARTITIONS n`).
 pub const MAX_PARTITIONS: u32 = 16_384;
 
@@ -29,6 +32,7 @@ mod tests {
             ("ENDED", ENDED),
             ("DRAINED", DRAINED),
             ("MAX_PARTITIONS", i64::from(MAX_PARTITIONS)),
+            ("MIN_MODULE_VERSION", MIN_MODULE_VERSION),
         ];
         let rows: Vec<(&str, i64)> = table
             .lines()

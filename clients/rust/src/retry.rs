@@ -107,25 +107,14 @@ impl<'a> Retrier<'a> {
         }
     }
 
-    /// Runs `call` until it answers or fails for good: a retryable failure is tried again
-    /// after a backoff while the deadline allows, then becomes [`Error::OutcomeUnknown`].
-    pub fn call<T>(&mut self, mut call: impl FnMut() -> redis::RedisResult<T>) -> Result<T> {
-        loop {
-            match call() {
-                Ok(value) => return Ok(value),
-                Err(e) if is_retryable(&e) => self.pause(e)?,
-                Err(e) => return Err(e.into()),
-            }
-        }
-    }
-
     /// Whether a call had to be sent again (or waited out) at least once.
     pub fn retried(&self) -> bool {
         self.backoff.count > 0
     }
 
-    /// Waits the next backoff after `failure`, or, past the deadline, gives up with it.
-    pub fn pause(&mut self, failure: redis::RedisError) -> Result<()> {
+    /// The wait before trying again after `failure`, or, past the deadline, the end:
+    /// [`Error::OutcomeUnknown`] with `failure`.
+    pub fn backoff(&mut self, failure: redis::RedisError) -> Result<Duration> {
         let wait = self.backoff.wait();
         if self.start.elapsed() + wait > self.policy.deadline {
             return Err(Error::OutcomeUnknown {
@@ -133,23 +122,14 @@ impl<'a> Retrier<'a> {
                 last_error: failure,
             });
         }
-        std::thread::sleep(wait);
-        Ok(())
+        Ok(wait)
     }
-}
-
-/// [`Retrier::call`] for one call.
-pub fn with_retries<T>(
-    policy: &RetryPolicy,
-    attempt_id: &str,
-    call: impl FnMut() -> redis::RedisResult<T>,
-) -> Result<T> {
-    Retrier::new(policy, attempt_id).call(call)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::link::{Link, block_on, query_retried};
 
     fn io_error() -> redis::RedisError {
         std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset").into()
@@ -191,6 +171,42 @@ mod tests {
         }
     }
 
+    /// A link whose calls answer from a script, one entry per call, and whose sleeps pass.
+    struct Scripted {
+        answers: std::vec::IntoIter<redis::RedisResult<i64>>,
+        calls: usize,
+    }
+
+    impl Scripted {
+        fn new(answers: Vec<redis::RedisResult<i64>>) -> Scripted {
+            Scripted {
+                answers: answers.into_iter(),
+                calls: 0,
+            }
+        }
+    }
+
+    impl Link for Scripted {
+        fn query<T: redis::FromRedisValue + Send>(
+            &mut self,
+            _: &redis::Cmd,
+        ) -> impl Future<Output = redis::RedisResult<T>> + Send {
+            self.calls += 1;
+            let answer = self.answers.next().unwrap_or_else(|| Err(io_error()));
+            std::future::ready(answer.and_then(|v| Ok(T::from_redis_value(redis::Value::Int(v))?)))
+        }
+
+        fn sleep(&mut self, wait: Duration) -> impl Future<Output = ()> + Send {
+            std::thread::sleep(wait);
+            std::future::ready(())
+        }
+    }
+
+    fn run(policy: &RetryPolicy, attempt: &str, link: &mut Scripted) -> Result<i64> {
+        let mut retrier = Retrier::new(policy, attempt);
+        block_on(query_retried(link, &mut retrier, &redis::cmd("PING")))
+    }
+
     #[test]
     fn a_call_is_retried_until_it_answers_or_the_deadline_passes() {
         let policy = RetryPolicy {
@@ -198,28 +214,22 @@ mod tests {
             first_backoff: Duration::from_millis(1),
             max_backoff: Duration::from_millis(5),
         };
-        let mut calls = 0;
-        let answered = with_retries(&policy, "a1", || {
-            calls += 1;
-            if calls < 3 { Err(io_error()) } else { Ok(7) }
-        });
-        assert_eq!((answered.unwrap(), calls), (7, 3));
+        let mut link = Scripted::new(vec![Err(io_error()), Err(io_error()), Ok(7)]);
+        assert_eq!((run(&policy, "a1", &mut link).unwrap(), link.calls), (7, 3));
         let started = Instant::now();
-        match with_retries::<i64>(&policy, "a2", || Err(io_error())) {
+        match run(&policy, "a2", &mut Scripted::new(vec![])) {
             Err(Error::OutcomeUnknown { attempt_id, .. }) => assert_eq!(attempt_id, "a2"),
             other => panic!("{other:?}"),
         }
         assert!(started.elapsed() <= Duration::from_millis(400));
-        let mut calls = 0;
-        let refused = with_retries::<i64>(&policy, "a3", || {
-            calls += 1;
-            Err(redis::make_extension_error("WRONGTYPE".to_string(), None))
-        });
+        let wrong = redis::make_extension_error("WRONGTYPE".to_string(), None);
+        let mut link = Scripted::new(vec![Err(wrong), Ok(1)]);
+        let refused = run(&policy, "a3", &mut link);
         assert!(
-            matches!(refused, Err(Error::Redis(_))) && calls == 1,
+            matches!(refused, Err(Error::Redis(_))) && link.calls == 1,
             "not retried"
         );
-        match with_retries::<i64>(&RetryPolicy::none(), "a4", || Err(io_error())) {
+        match run(&RetryPolicy::none(), "a4", &mut Scripted::new(vec![])) {
             Err(Error::OutcomeUnknown { .. }) => {}
             other => panic!("{other:?}"),
         }

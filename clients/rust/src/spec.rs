@@ -10,7 +10,8 @@ pub(crate) const MANIFEST_VERSION: &str = "1";
 /// Largest stock, limit or time: Redis integers are signed 64-bit.
 const MAX_UNITS: u64 = i64::MAX as u64;
 
-/// How a partitioned sale is set up; the manifest records it.
+/// How a sale is set up: a one-key [`crate::Sale`] (one partition) or a
+/// [`crate::PartitionedSale`], whose manifest records it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SaleSpec {
     /// Units of the whole sale, split evenly over the partitions.
@@ -106,6 +107,23 @@ impl SaleSpec {
             ));
         }
         Ok(())
+    }
+
+    /// `SECKILL.INIT key stock LIMIT .. [HOLD ..] [START ..] [END ..]`: what every sale key
+    /// is made with; the caller adds EVENTS and the partition's options.
+    pub(crate) fn init_command(&self, key: &str, stock: u64) -> redis::Cmd {
+        let mut init = redis::cmd("SECKILL.INIT");
+        init.arg(key).arg(stock).arg("LIMIT").arg(self.limit);
+        for (option, value) in [
+            ("HOLD", self.hold_ms),
+            ("START", self.start_ms),
+            ("END", self.end_ms),
+        ] {
+            if let Some(value) = value {
+                init.arg(option).arg(value);
+            }
+        }
+        init
     }
 
     /// Partition `index`'s share of `units`: an even split, the first ones one more.

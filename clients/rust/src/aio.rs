@@ -1,0 +1,349 @@
+//! The async API, on tokio: the same types, names and replies as the sync one, for
+//! `redis::aio::MultiplexedConnection`, `redis::aio::ConnectionManager` (which connects anew
+//! after a server restart) and `redis::cluster_async::ClusterConnection`. Each operation is
+//! the sync API's own code, driven on the task: waits (a retry's backoff, the one-borrower-
+//! per-partition rule) are tokio waits, so no call blocks the runtime.
+//!
+//! ```no_run
+//! use seckill_client::aio::{FlashSale, Sale};
+//! use seckill_client::{SaleSpec, TryReply};
+//!
+//! # async fn run() -> seckill_client::Result<()> {
+//! let client = redis::Client::open("redis://127.0.0.1/")?;
+//! let con = client.get_multiplexed_async_connection().await?;
+//! let sale = std::sync::Arc::new(Sale::create(&mut con.clone(), "sale:wine", &SaleSpec::new(100, 1)).await?);
+//! let mut tasks = Vec::new();
+//! for user in 0..1_000 {
+//!     let (sale, mut con) = (sale.clone(), con.clone());
+//!     tasks.push(tokio::spawn(async move { sale.try_buy(&mut con, format!("user:{user}"), 1).await }));
+//! }
+//! for task in tasks {
+//!     if let Ok(Ok(TryReply::Bought { .. })) = task.await { /* ... */ }
+//! }
+//! # Ok(()) }
+//! ```
+
+use crate::error::Result;
+use crate::flash_sale::ClientStats;
+use crate::info::{Buyer, PartitionInfo, SaleEvent, SaleInfo};
+use crate::link::Tokio;
+use crate::reply::TryReply;
+use crate::retry::RetryPolicy;
+use crate::spec::SaleSpec;
+use redis::aio::ConnectionLike;
+use std::future::Future;
+
+/// [`crate::FlashSale`], async: what [`Sale`] and [`PartitionedSale`] both do.
+pub trait FlashSale {
+    /// See [`crate::FlashSale::try_buy`].
+    fn try_buy<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+        user: impl AsRef<[u8]> + Send,
+        qty: u64,
+    ) -> impl Future<Output = Result<TryReply>> + Send;
+
+    /// See [`crate::FlashSale::try_buy_acked`].
+    fn try_buy_acked<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+        user: impl AsRef<[u8]> + Send,
+        qty: u64,
+        replicas: u64,
+        timeout_ms: u64,
+    ) -> impl Future<Output = Result<(TryReply, u64)>> + Send;
+
+    /// See [`crate::FlashSale::confirm`].
+    fn confirm<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+        user: impl AsRef<[u8]> + Send,
+    ) -> impl Future<Output = Result<bool>> + Send;
+
+    /// See [`crate::FlashSale::cancel`].
+    fn cancel<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+        user: impl AsRef<[u8]> + Send,
+        qty: Option<u64>,
+    ) -> impl Future<Output = Result<u64>> + Send;
+
+    /// See [`crate::FlashSale::restock`].
+    fn restock<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+        units: u64,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// See [`crate::FlashSale::bought`].
+    fn bought<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+        user: impl AsRef<[u8]> + Send,
+    ) -> impl Future<Output = Result<u64>> + Send;
+
+    /// See [`crate::FlashSale::info`].
+    fn info<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+    ) -> impl Future<Output = Result<SaleInfo>> + Send;
+
+    /// See [`crate::FlashSale::buyers`].
+    fn buyers<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+    ) -> impl Future<Output = Result<Vec<Buyer>>> + Send;
+
+    /// See [`crate::FlashSale::create_group`].
+    fn create_group<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+        group: &str,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// See [`crate::FlashSale::read_group`].
+    fn read_group<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+        group: &str,
+        consumer: &str,
+        count: usize,
+    ) -> impl Future<Output = Result<Vec<SaleEvent>>> + Send;
+
+    /// See [`crate::FlashSale::ack`].
+    fn ack<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+        group: &str,
+        event: &SaleEvent,
+    ) -> impl Future<Output = Result<bool>> + Send;
+
+    fn stats(&self) -> ClientStats;
+}
+
+/// [`FlashSale`] for an async sale type over its sync twin (field `.0`), whose operations are
+/// written over a `Link`.
+macro_rules! impl_async_flash_sale {
+    ($sale:ty) => {
+        impl FlashSale for $sale {
+            async fn try_buy<C: ConnectionLike + Send>(
+                &self,
+                con: &mut C,
+                user: impl AsRef<[u8]> + Send,
+                qty: u64,
+            ) -> Result<TryReply> {
+                Ok(self.0.buy_on(&mut Tokio(con), user.as_ref(), qty).await?.0)
+            }
+
+            async fn try_buy_acked<C: ConnectionLike + Send>(
+                &self,
+                con: &mut C,
+                user: impl AsRef<[u8]> + Send,
+                qty: u64,
+                replicas: u64,
+                timeout_ms: u64,
+            ) -> Result<(TryReply, u64)> {
+                let wait = (replicas, timeout_ms);
+                self.0
+                    .try_buy_acked_on(&mut Tokio(con), user.as_ref(), qty, wait)
+                    .await
+            }
+
+            async fn confirm<C: ConnectionLike + Send>(
+                &self,
+                con: &mut C,
+                user: impl AsRef<[u8]> + Send,
+            ) -> Result<bool> {
+                self.0.confirm_on(&mut Tokio(con), user.as_ref()).await
+            }
+
+            async fn cancel<C: ConnectionLike + Send>(
+                &self,
+                con: &mut C,
+                user: impl AsRef<[u8]> + Send,
+                qty: Option<u64>,
+            ) -> Result<u64> {
+                self.0.cancel_on(&mut Tokio(con), user.as_ref(), qty).await
+            }
+
+            async fn restock<C: ConnectionLike + Send>(
+                &self,
+                con: &mut C,
+                units: u64,
+            ) -> Result<()> {
+                self.0.restock_on(&mut Tokio(con), units).await
+            }
+
+            async fn bought<C: ConnectionLike + Send>(
+                &self,
+                con: &mut C,
+                user: impl AsRef<[u8]> + Send,
+            ) -> Result<u64> {
+                self.0.bought_on(&mut Tokio(con), user.as_ref()).await
+            }
+
+            async fn info<C: ConnectionLike + Send>(&self, con: &mut C) -> Result<SaleInfo> {
+                self.0.info_on(&mut Tokio(con)).await
+            }
+
+            async fn buyers<C: ConnectionLike + Send>(&self, con: &mut C) -> Result<Vec<Buyer>> {
+                self.0.buyers_on(&mut Tokio(con)).await
+            }
+
+            async fn create_group<C: ConnectionLike + Send>(
+                &self,
+                con: &mut C,
+                group: &str,
+            ) -> Result<()> {
+                self.0.create_group_on(&mut Tokio(con), group).await
+            }
+
+            async fn read_group<C: ConnectionLike + Send>(
+                &self,
+                con: &mut C,
+                group: &str,
+                consumer: &str,
+                count: usize,
+            ) -> Result<Vec<SaleEvent>> {
+                let reader = (group, consumer, count);
+                self.0.read_group_on(&mut Tokio(con), reader).await
+            }
+
+            async fn ack<C: ConnectionLike + Send>(
+                &self,
+                con: &mut C,
+                group: &str,
+                event: &SaleEvent,
+            ) -> Result<bool> {
+                crate::key::ack(&mut Tokio(con), group, event).await
+            }
+
+            fn stats(&self) -> ClientStats {
+                self.0.counters().snapshot()
+            }
+        }
+    };
+}
+
+/// [`crate::Sale`], async.
+pub struct Sale(crate::Sale);
+
+impl Sale {
+    /// See [`crate::Sale::new`].
+    pub fn new(key: impl Into<String>) -> Sale {
+        Sale(crate::Sale::new(key))
+    }
+
+    /// See [`crate::Sale::open`].
+    pub async fn open<C: ConnectionLike + Send>(con: &mut C, key: &str) -> Result<Sale> {
+        Ok(Sale(crate::Sale::open_on(&mut Tokio(con), key).await?))
+    }
+
+    /// See [`crate::Sale::create`].
+    pub async fn create<C: ConnectionLike + Send>(
+        con: &mut C,
+        key: &str,
+        spec: &SaleSpec,
+    ) -> Result<Sale> {
+        Ok(Sale(
+            crate::Sale::create_on(&mut Tokio(con), key, spec).await?,
+        ))
+    }
+
+    /// See [`crate::Sale::with_retry`].
+    pub fn with_retry(self, policy: RetryPolicy) -> Sale {
+        Sale(self.0.with_retry(policy))
+    }
+
+    pub fn key(&self) -> &str {
+        self.0.key()
+    }
+
+    /// See [`crate::Sale::delete`].
+    pub async fn delete<C: ConnectionLike + Send>(&self, con: &mut C) -> Result<()> {
+        self.0.delete_on(&mut Tokio(con)).await
+    }
+}
+
+impl_async_flash_sale!(Sale);
+
+/// [`crate::PartitionedSale`], async.
+pub struct PartitionedSale(crate::PartitionedSale);
+
+impl PartitionedSale {
+    /// See [`crate::PartitionedSale::create`].
+    pub async fn create<C: ConnectionLike + Send>(
+        con: &mut C,
+        name: &str,
+        spec: &SaleSpec,
+    ) -> Result<PartitionedSale> {
+        let link = &mut Tokio(con);
+        Ok(PartitionedSale(
+            crate::PartitionedSale::create_on(link, name, spec).await?,
+        ))
+    }
+
+    /// See [`crate::PartitionedSale::open`].
+    pub async fn open<C: ConnectionLike + Send>(
+        con: &mut C,
+        name: &str,
+    ) -> Result<PartitionedSale> {
+        let link = &mut Tokio(con);
+        Ok(PartitionedSale(
+            crate::PartitionedSale::open_on(link, name).await?,
+        ))
+    }
+
+    /// See [`crate::PartitionedSale::delete`].
+    pub async fn delete<C: ConnectionLike + Send>(con: &mut C, name: &str) -> Result<()> {
+        crate::PartitionedSale::delete_on(&mut Tokio(con), name).await
+    }
+
+    /// See [`crate::PartitionedSale::with_seal_ms`].
+    pub fn with_seal_ms(self, ms: u64) -> PartitionedSale {
+        PartitionedSale(self.0.with_seal_ms(ms))
+    }
+
+    /// See [`crate::PartitionedSale::with_retry`].
+    pub fn with_retry(self, policy: RetryPolicy) -> PartitionedSale {
+        PartitionedSale(self.0.with_retry(policy))
+    }
+
+    pub fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    pub fn spec(&self) -> &SaleSpec {
+        self.0.spec()
+    }
+
+    /// See [`crate::PartitionedSale::partition_keys`].
+    pub fn partition_keys(&self) -> &[String] {
+        self.0.partition_keys()
+    }
+
+    /// See [`crate::PartitionedSale::event_streams`].
+    pub fn event_streams(&self) -> Vec<String> {
+        self.0.event_streams()
+    }
+
+    /// See [`crate::PartitionedSale::partition_of`].
+    pub fn partition_of(&self, user: &[u8]) -> u32 {
+        self.0.partition_of(user)
+    }
+
+    /// See [`crate::PartitionedSale::recover`].
+    pub async fn recover<C: ConnectionLike + Send>(&self, con: &mut C) -> Result<u64> {
+        self.0.recover_on(&mut Tokio(con)).await
+    }
+
+    /// See [`crate::PartitionedSale::partition_infos`].
+    pub async fn partition_infos<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+    ) -> Result<Vec<PartitionInfo>> {
+        self.0.partition_infos_on(&mut Tokio(con)).await
+    }
+}
+
+impl_async_flash_sale!(PartitionedSale);

@@ -1,0 +1,242 @@
+//! What a one-key [`crate::Sale`] and a [`crate::PartitionedSale`] both do, sync: the
+//! [`FlashSale`] trait, and the counters both keep. (`crate::aio::FlashSale` is the async
+//! twin, with the same names and replies.)
+
+use crate::error::Result;
+use crate::info::{Buyer, SaleEvent, SaleInfo};
+use crate::reply::TryReply;
+use redis::ConnectionLike;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Counters of what this client did, for tuning and benchmarks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClientStats {
+    /// `try_buy` calls.
+    pub tries: u64,
+    /// Of those, the ones whose partition was drained, so that they looked for stock elsewhere.
+    pub borrowing_tries: u64,
+    /// Transfers that moved units, and the units they moved.
+    pub transfers: u64,
+    pub units_moved: u64,
+    /// Partitions this client sealed, and interrupted transfers it finished.
+    pub seals: u64,
+    pub recovered: u64,
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) tries: AtomicU64,
+    pub(crate) borrowing_tries: AtomicU64,
+    pub(crate) transfers: AtomicU64,
+    pub(crate) units_moved: AtomicU64,
+    pub(crate) seals: AtomicU64,
+    pub(crate) recovered: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn snapshot(&self) -> ClientStats {
+        let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        ClientStats {
+            tries: get(&self.tries),
+            borrowing_tries: get(&self.borrowing_tries),
+            transfers: get(&self.transfers),
+            units_moved: get(&self.units_moved),
+            seals: get(&self.seals),
+            recovered: get(&self.recovered),
+        }
+    }
+}
+
+/// A flash sale, one key or partitioned: generic code sells through either. Each call takes
+/// the connection to use, so one handle serves many threads (`&self` everywhere).
+pub trait FlashSale {
+    /// Buys `qty` units for `user`: [`TryReply::Bought`] with the units left, or why not.
+    ///
+    /// The purchase carries a fresh attempt id: a call whose answer is lost (timeout, dropped
+    /// connection, failover) is sent again with it until a definite answer, within the sale's
+    /// [`crate::RetryPolicy`]; it is never bought twice. Past the deadline:
+    /// [`crate::Error::OutcomeUnknown`]. A partitioned sale borrows units from its other
+    /// partitions when the buyer's runs dry, so it sells out completely.
+    fn try_buy<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        user: impl AsRef<[u8]>,
+        qty: u64,
+    ) -> Result<TryReply>;
+
+    /// [`FlashSale::try_buy`], then `WAIT replicas timeout_ms` on the same connection: also
+    /// replies how many replicas acknowledged the purchase (and every earlier write of this
+    /// connection) before the timeout; 0 for a purchase that had to be sent again. A purchase
+    /// acknowledged by a replica survives the failover to it (see docs/durability.md). On a
+    /// cluster connection WAIT goes to every master and the fewest acknowledgements are
+    /// replied.
+    fn try_buy_acked<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        user: impl AsRef<[u8]>,
+        qty: u64,
+        replicas: u64,
+        timeout_ms: u64,
+    ) -> Result<(TryReply, u64)>;
+
+    /// Makes the user's held units final: `false` if nothing was held;
+    /// [`crate::Error::NoHolds`] on a sale made without HOLD.
+    fn confirm<C: ConnectionLike>(&self, con: &mut C, user: impl AsRef<[u8]>) -> Result<bool>;
+
+    /// Returns `qty` of the user's units (all with `None`) to the sale; replies the units
+    /// returned. Retried with an attempt id as `try_buy` is: never returned twice.
+    fn cancel<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        user: impl AsRef<[u8]>,
+        qty: Option<u64>,
+    ) -> Result<u64>;
+
+    /// Adds `units` to the sale (split evenly over the partitions of a partitioned one).
+    fn restock<C: ConnectionLike>(&self, con: &mut C, units: u64) -> Result<()>;
+
+    /// Units `user` owns (held or final).
+    fn bought<C: ConnectionLike>(&self, con: &mut C, user: impl AsRef<[u8]>) -> Result<u64>;
+
+    /// The sale's totals (a partitioned sale's partitions are read one after the other, so
+    /// under traffic the sum is of slightly different instants).
+    fn info<C: ConnectionLike>(&self, con: &mut C) -> Result<SaleInfo>;
+
+    /// Every buyer (a `SECKILL.BUYERS` scan of every key).
+    fn buyers<C: ConnectionLike>(&self, con: &mut C) -> Result<Vec<Buyer>>;
+
+    /// Creates the consumer group `group` on the sale's event streams (reading from the
+    /// start); a group that exists already is kept.
+    fn create_group<C: ConnectionLike>(&self, con: &mut C, group: &str) -> Result<()>;
+
+    /// Up to `count` new events per stream for `consumer` of `group` (XREADGROUP `>`).
+    fn read_group<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        group: &str,
+        consumer: &str,
+        count: usize,
+    ) -> Result<Vec<SaleEvent>>;
+
+    /// Acknowledges an event read by [`FlashSale::read_group`].
+    fn ack<C: ConnectionLike>(&self, con: &mut C, group: &str, event: &SaleEvent) -> Result<bool>;
+
+    fn stats(&self) -> ClientStats;
+}
+
+/// [`FlashSale`] for a sale type whose operations are written over a `Link` (`buy_on`, ...):
+/// each method drives its operation on the caller's connection.
+macro_rules! impl_flash_sale {
+    ($sale:ty) => {
+        impl $crate::FlashSale for $sale {
+            fn try_buy<C: redis::ConnectionLike>(
+                &self,
+                con: &mut C,
+                user: impl AsRef<[u8]>,
+                qty: u64,
+            ) -> $crate::Result<$crate::TryReply> {
+                let link = &mut $crate::link::Blocking(con);
+                Ok($crate::link::block_on(self.buy_on(link, user.as_ref(), qty))?.0)
+            }
+
+            fn try_buy_acked<C: redis::ConnectionLike>(
+                &self,
+                con: &mut C,
+                user: impl AsRef<[u8]>,
+                qty: u64,
+                replicas: u64,
+                timeout_ms: u64,
+            ) -> $crate::Result<($crate::TryReply, u64)> {
+                let link = &mut $crate::link::Blocking(con);
+                let wait = (replicas, timeout_ms);
+                $crate::link::block_on(self.try_buy_acked_on(link, user.as_ref(), qty, wait))
+            }
+
+            fn confirm<C: redis::ConnectionLike>(
+                &self,
+                con: &mut C,
+                user: impl AsRef<[u8]>,
+            ) -> $crate::Result<bool> {
+                let link = &mut $crate::link::Blocking(con);
+                $crate::link::block_on(self.confirm_on(link, user.as_ref()))
+            }
+
+            fn cancel<C: redis::ConnectionLike>(
+                &self,
+                con: &mut C,
+                user: impl AsRef<[u8]>,
+                qty: Option<u64>,
+            ) -> $crate::Result<u64> {
+                let link = &mut $crate::link::Blocking(con);
+                $crate::link::block_on(self.cancel_on(link, user.as_ref(), qty))
+            }
+
+            fn restock<C: redis::ConnectionLike>(
+                &self,
+                con: &mut C,
+                units: u64,
+            ) -> $crate::Result<()> {
+                $crate::link::block_on(self.restock_on(&mut $crate::link::Blocking(con), units))
+            }
+
+            fn bought<C: redis::ConnectionLike>(
+                &self,
+                con: &mut C,
+                user: impl AsRef<[u8]>,
+            ) -> $crate::Result<u64> {
+                let link = &mut $crate::link::Blocking(con);
+                $crate::link::block_on(self.bought_on(link, user.as_ref()))
+            }
+
+            fn info<C: redis::ConnectionLike>(
+                &self,
+                con: &mut C,
+            ) -> $crate::Result<$crate::SaleInfo> {
+                $crate::link::block_on(self.info_on(&mut $crate::link::Blocking(con)))
+            }
+
+            fn buyers<C: redis::ConnectionLike>(
+                &self,
+                con: &mut C,
+            ) -> $crate::Result<Vec<$crate::Buyer>> {
+                $crate::link::block_on(self.buyers_on(&mut $crate::link::Blocking(con)))
+            }
+
+            fn create_group<C: redis::ConnectionLike>(
+                &self,
+                con: &mut C,
+                group: &str,
+            ) -> $crate::Result<()> {
+                let link = &mut $crate::link::Blocking(con);
+                $crate::link::block_on(self.create_group_on(link, group))
+            }
+
+            fn read_group<C: redis::ConnectionLike>(
+                &self,
+                con: &mut C,
+                group: &str,
+                consumer: &str,
+                count: usize,
+            ) -> $crate::Result<Vec<$crate::SaleEvent>> {
+                let link = &mut $crate::link::Blocking(con);
+                $crate::link::block_on(self.read_group_on(link, (group, consumer, count)))
+            }
+
+            fn ack<C: redis::ConnectionLike>(
+                &self,
+                con: &mut C,
+                group: &str,
+                event: &$crate::SaleEvent,
+            ) -> $crate::Result<bool> {
+                let link = &mut $crate::link::Blocking(con);
+                $crate::link::block_on($crate::key::ack(link, group, event))
+            }
+
+            fn stats(&self) -> $crate::ClientStats {
+                self.counters().snapshot()
+            }
+        }
+    };
+}
+
+pub(crate) use impl_flash_sale;

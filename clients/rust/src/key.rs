@@ -1,0 +1,266 @@
+//! The commands on one sale key, written once over a [`Link`] for both kinds of sale (a
+//! one-key [`crate::Sale`] and each partition of a [`crate::PartitionedSale`]), sync and async.
+
+use crate::error::{Error, Result};
+use crate::info::{Buyer, PartitionInfo, SaleEvent, parse_fields};
+use crate::link::{Link, query_retried};
+use crate::protocol::MIN_MODULE_VERSION;
+use crate::retry::{Retrier, RetryPolicy, is_retryable};
+use redis::{Value, cmd};
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+
+/// `SECKILL.TRY key user qty ID attempt` under `retrier`: the command's code.
+pub(crate) async fn try_buy<L: Link>(
+    link: &mut L,
+    retrier: &mut Retrier<'_>,
+    key: &str,
+    user: &[u8],
+    qty: u64,
+    attempt: &str,
+) -> Result<i64> {
+    let mut try_cmd = cmd("SECKILL.TRY");
+    try_cmd.arg(key).arg(user).arg(qty).arg("ID").arg(attempt);
+    query_retried(link, retrier, &try_cmd).await
+}
+
+/// `WAIT replicas timeout_ms` after a purchase: how many replicas acknowledged it. A purchase
+/// that was retried may have been made on a connection lost since (or on a master since gone),
+/// and after a lost connection nobody can say: such a purchase counts as acknowledged by none.
+pub(crate) async fn acknowledged<L: Link>(
+    link: &mut L,
+    retried: bool,
+    replicas: u64,
+    timeout_ms: u64,
+) -> Result<u64> {
+    if retried {
+        return Ok(0);
+    }
+    match link.query(cmd("WAIT").arg(replicas).arg(timeout_ms)).await {
+        Err(e) if is_retryable(&e) => Ok(0),
+        other => Ok(other?),
+    }
+}
+
+/// `SECKILL.CANCEL key user [qty] ID attempt`, retried under `policy`: the units returned.
+pub(crate) async fn cancel<L: Link>(
+    link: &mut L,
+    policy: &RetryPolicy,
+    key: &str,
+    user: &[u8],
+    qty: Option<u64>,
+) -> Result<u64> {
+    let attempt = new_attempt_id();
+    let mut cancel = cmd("SECKILL.CANCEL");
+    cancel.arg(key).arg(user);
+    if let Some(qty) = qty {
+        cancel.arg(qty);
+    }
+    cancel.arg("ID").arg(&attempt);
+    query_retried(link, &mut Retrier::new(policy, &attempt), &cancel).await
+}
+
+pub(crate) async fn bought<L: Link>(link: &mut L, key: &str, user: &[u8]) -> Result<u64> {
+    Ok(link.query(cmd("SECKILL.BOUGHT").arg(key).arg(user)).await?)
+}
+
+pub(crate) async fn confirm<L: Link>(link: &mut L, key: &str, user: &[u8]) -> Result<bool> {
+    let confirmed: i64 = link
+        .query(cmd("SECKILL.CONFIRM").arg(key).arg(user))
+        .await?;
+    Ok(confirmed == 1)
+}
+
+pub(crate) async fn restock<L: Link>(link: &mut L, key: &str, units: u64) -> Result<()> {
+    let _: i64 = link
+        .query(cmd("SECKILL.RESTOCK").arg(key).arg(units))
+        .await?;
+    Ok(())
+}
+
+pub(crate) async fn info<L: Link>(link: &mut L, key: &str) -> Result<PartitionInfo> {
+    let reply: Value = link.query(cmd("SECKILL.INFO").arg(key)).await?;
+    PartitionInfo::from_fields(&parse_fields(reply)?)
+}
+
+/// The sale's event stream, as `SECKILL.INFO` names it (`None`: made without EVENTS).
+pub(crate) async fn event_stream<L: Link>(link: &mut L, key: &str) -> Result<Option<String>> {
+    let reply: Value = link.query(cmd("SECKILL.INFO").arg(key)).await?;
+    match parse_fields(reply)?.remove("events") {
+        None | Some(Value::Nil) => Ok(None),
+        Some(stream) => Ok(Some(redis::from_redis_value(stream)?)),
+    }
+}
+
+/// Every buyer of `key` (a `SECKILL.BUYERS` scan), appended to `all`.
+pub(crate) async fn buyers<L: Link>(
+    link: &mut L,
+    key: &str,
+    partition: u32,
+    all: &mut Vec<Buyer>,
+) -> Result<()> {
+    let mut cursor = "0".to_string();
+    loop {
+        let (next, rows): (String, Vec<Value>) = link
+            .query(
+                cmd("SECKILL.BUYERS")
+                    .arg(key)
+                    .arg(&cursor)
+                    .arg("COUNT")
+                    .arg(1_000),
+            )
+            .await?;
+        for row in rows.chunks(3) {
+            all.push(Buyer::from_row(partition, row)?);
+        }
+        if next == "0" {
+            return Ok(());
+        }
+        cursor = next;
+    }
+}
+
+/// Creates the consumer group `group` on `stream` (reading from the start); a group that
+/// exists already is kept.
+pub(crate) async fn create_group<L: Link>(link: &mut L, stream: &str, group: &str) -> Result<()> {
+    let created: redis::RedisResult<()> = link
+        .query(
+            cmd("XGROUP")
+                .arg("CREATE")
+                .arg(stream)
+                .arg(group)
+                .arg("0")
+                .arg("MKSTREAM"),
+        )
+        .await;
+    match created {
+        Err(e) if e.code() == Some("BUSYGROUP") => Ok(()),
+        other => Ok(other?),
+    }
+}
+
+/// Up to `count` new events of `stream` for `consumer` of `group`, appended to `events`.
+pub(crate) async fn read_group<L: Link>(
+    link: &mut L,
+    partition: u32,
+    stream: &str,
+    (group, consumer, count): (&str, &str, usize),
+    events: &mut Vec<SaleEvent>,
+) -> Result<()> {
+    let reply: Option<redis::streams::StreamReadReply> = link
+        .query(
+            cmd("XREADGROUP")
+                .arg("GROUP")
+                .arg(group)
+                .arg(consumer)
+                .arg("COUNT")
+                .arg(count)
+                .arg("STREAMS")
+                .arg(stream)
+                .arg(">"),
+        )
+        .await?;
+    for key in reply.map(|r| r.keys).unwrap_or_default() {
+        for entry in key.ids {
+            events.push(SaleEvent::from_entry(partition, stream, entry)?);
+        }
+    }
+    Ok(())
+}
+
+pub(crate) async fn ack<L: Link>(link: &mut L, group: &str, event: &SaleEvent) -> Result<bool> {
+    let acked: i64 = link
+        .query(cmd("XACK").arg(&event.stream).arg(group).arg(&event.id))
+        .await?;
+    Ok(acked == 1)
+}
+
+/// [`Error::ModuleMissing`] unless the server has the seckill module loaded, and
+/// [`Error::ModuleTooOld`] unless it is at least [`MIN_MODULE_VERSION`] (`INFO seckill`'s
+/// `seckill_version`); nothing written. A cluster connection asks every node, and the oldest
+/// answer counts.
+pub(crate) async fn require_module<L: Link>(link: &mut L) -> Result<()> {
+    let reply: Value = link.query(cmd("INFO").arg("seckill")).await?;
+    let texts: Vec<String> = match reply {
+        Value::Map(per_node) => per_node
+            .into_iter()
+            .map(|(_, info)| redis::from_redis_value(info))
+            .collect::<std::result::Result<_, _>>()?,
+        one => vec![redis::from_redis_value(one)?],
+    };
+    let versions: Option<Vec<i64>> = texts.iter().map(|text| module_version(text)).collect();
+    match versions.and_then(|v| v.into_iter().min()) {
+        None => Err(Error::ModuleMissing),
+        Some(found) if found < MIN_MODULE_VERSION => Err(Error::ModuleTooOld { found }),
+        Some(_) => Ok(()),
+    }
+}
+
+/// `seckill_version` from one node's `INFO seckill`.
+fn module_version(info: &str) -> Option<i64> {
+    info.lines()
+        .find_map(|line| line.trim().strip_prefix("seckill_version:"))
+        .and_then(|version| version.trim().parse().ok())
+}
+
+/// A purchase's or a cancel's attempt id: 32 random hex digits.
+pub(crate) fn new_attempt_id() -> String {
+    format!("{}{}", random_id(), random_id())
+}
+
+/// 16 random hex digits, from the standard library's randomly keyed hasher.
+pub(crate) fn random_id() -> String {
+    let mut hasher = RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    hasher.write_u32(std::process::id());
+    format!("{:016x}", hasher.finish())
+}
+
+/// The stream `create` gives a one-key sale made with events: in the key's hash slot (the
+/// module writes it in the same command), so it keeps the key's hash tag or makes the key one.
+/// `None` for a key with braces but no hash tag, whose slot no other name shares for sure.
+pub(crate) fn events_stream_of(key: &str) -> Option<String> {
+    let tag = key
+        .find('{')
+        .and_then(|open| key[open + 1..].find('}'))
+        .map(|len| len > 0);
+    match tag {
+        Some(true) => Some(format!("{key}:events")),
+        None if !key.contains(['{', '}']) => Some(format!("{{{key}}}:events")),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_random() {
+        let ids: std::collections::HashSet<String> = (0..100).map(|_| random_id()).collect();
+        assert_eq!(ids.len(), 100);
+        assert_eq!(new_attempt_id().len(), 32);
+    }
+
+    #[test]
+    fn the_module_version_is_read_from_info() {
+        let info = "# seckill\r\nseckill_version:700\r\nseckill_git_revision:abc\r\n";
+        assert_eq!(module_version(info), Some(700));
+        assert_eq!(module_version("# Server\r\nredis_version:7.0.15\r\n"), None);
+        assert_eq!(module_version(""), None);
+    }
+
+    #[test]
+    fn an_events_stream_shares_its_keys_slot() {
+        let stream = |key| events_stream_of(key);
+        assert_eq!(stream("sale:wine").unwrap(), "{sale:wine}:events");
+        assert_eq!(stream("{shop}:wine").unwrap(), "{shop}:wine:events");
+        // `{}` is no hash tag (Redis hashes the whole key), nor is a lone brace.
+        assert_eq!(stream("a{}b"), None);
+        assert_eq!(stream("a}b"), None);
+    }
+}

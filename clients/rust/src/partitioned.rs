@@ -1,0 +1,628 @@
+//! A partitioned sale: P ordinary seckill sale keys, each in its own hash slot, plus a manifest
+//! hash. Every command goes to one key, so the underlying client (a `redis::Connection`, or a
+//! `redis::cluster::ClusterConnection` that follows MOVED and ASK) routes it.
+
+use crate::error::{Error, Result};
+use crate::flash_sale::Counters;
+use crate::info::{Buyer, PartitionInfo, SaleEvent, SaleInfo};
+use crate::key;
+use crate::link::{Blocking, Link, block_on};
+use crate::protocol::{DRAINED, MAX_PARTITIONS};
+use crate::reply::TryReply;
+use crate::retry::{Retrier, RetryPolicy, is_retryable};
+use crate::routing::{partition_key, partition_of};
+use crate::spec::{MANIFEST_VERSION, SaleSpec};
+use redis::{ConnectionLike, RedisResult, Value, cmd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use tokio::sync::Mutex;
+
+/// How long a partition that found no stock anywhere stays sealed, unless stock comes back to
+/// it first: while sealed, a buyer it refuses costs one round trip.
+pub const DEFAULT_SEAL_MS: u64 = 1_000;
+
+/// How many times one purchase may borrow stock for its partition, which other buyers of that
+/// partition then bought first, before it gives up with [`Error::Contended`].
+const MAX_BORROWS: u32 = 1_000;
+
+/// How long a `create` holds a sale's name before its manifest is done (plus 1 ms per
+/// partition): the name of a creator that died half way is free again after it.
+pub const CREATE_CLAIM_MS: u64 = 5_000;
+
+/// `HSETNX name partitions P`, and an expiry on the claim in the same step.
+const CLAIM_SCRIPT: &str = "if redis.call('HSETNX', KEYS[1], 'partitions', ARGV[1]) == 1 then \
+     redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end return 0";
+
+/// One sale over `partitions` sale keys. A handle: cheap to share between threads (`&self`
+/// everywhere), each thread passing its own connection.
+pub struct PartitionedSale {
+    name: String,
+    spec: SaleSpec,
+    keys: Vec<String>,
+    /// Units the next borrow for each partition asks for: doubles with each borrow, so a
+    /// partition under heavy demand soon borrows in big steps and rarely.
+    batches: Vec<AtomicU64>,
+    /// One borrower per partition at a time in this process: when many buyers find their
+    /// partition drained at once, one borrows and the others buy what it brought, instead of
+    /// each draining another partition (which then borrows back).
+    borrowing: Vec<Mutex<()>>,
+    /// This handle's prefix for transfer ids, random, so two clients never share an id.
+    mover: String,
+    next_transfer: AtomicU64,
+    seal_ms: u64,
+    retry: RetryPolicy,
+    counters: Counters,
+}
+
+impl PartitionedSale {
+    /// Creates the sale `name`: its P partitions `{name/0}` .. `{name/P-1}` (each with its
+    /// share of the stock, and its stream `{name/i}:events` with `events`), then the manifest
+    /// hash `name`. Every argument is checked, and the module's presence and version too
+    /// ([`Error::ModuleMissing`], [`Error::ModuleTooOld`]), before anything is written. Fails
+    /// with [`Error::SaleExists`] if a manifest of that name exists. The name is claimed with
+    /// an expiry that the finished manifest drops: a create that fails half way gives the name
+    /// back at once, and one whose process died gives it back within [`CREATE_CLAIM_MS`] (plus
+    /// a millisecond per partition).
+    pub fn create<C: ConnectionLike>(
+        con: &mut C,
+        name: &str,
+        spec: &SaleSpec,
+    ) -> Result<PartitionedSale> {
+        block_on(PartitionedSale::create_on(&mut Blocking(con), name, spec))
+    }
+
+    pub(crate) async fn create_on<L: Link>(
+        link: &mut L,
+        name: &str,
+        spec: &SaleSpec,
+    ) -> Result<PartitionedSale> {
+        check_name(name)?;
+        spec.check()?;
+        key::require_module(link).await?;
+        // The claim: whoever sets the manifest's first field owns the name, for a while.
+        let claim_ms = CREATE_CLAIM_MS + u64::from(spec.partitions);
+        let claimed: i64 = link
+            .query(
+                cmd("EVAL")
+                    .arg(CLAIM_SCRIPT)
+                    .arg(1)
+                    .arg(name)
+                    .arg(spec.partitions)
+                    .arg(claim_ms),
+            )
+            .await?;
+        if claimed == 0 {
+            return Err(Error::SaleExists(name.to_string()));
+        }
+        let sale = PartitionedSale::with_spec(name, spec.clone());
+        match sale.write_partitions_and_manifest(link).await {
+            Ok(()) => Ok(sale),
+            Err(e) => {
+                // Give the name back; should this fail too, the claim's expiry does.
+                let _: RedisResult<()> = link.query(cmd("DEL").arg(name)).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// The partitions, then the manifest with its `ready` mark in one HSET, claim dropped.
+    async fn write_partitions_and_manifest<L: Link>(&self, link: &mut L) -> Result<()> {
+        let (name, spec) = (&self.name, &self.spec);
+        for (index, key) in self.keys.iter().enumerate() {
+            let index = index as u32;
+            let mut init = spec.init_command(key, spec.share(spec.stock, index));
+            if spec.events {
+                init.arg("EVENTS").arg(format!("{key}:events"));
+                if let Some(maxlen) = spec.events_maxlen {
+                    init.arg("MAXLEN").arg(maxlen);
+                }
+            }
+            // REPLACE: the claim is ours, so a partition already there is a leftover of a
+            // deleted sale of this name, never a live one.
+            init.arg("PARTITION")
+                .arg(index)
+                .arg("PARTITIONS")
+                .arg(spec.partitions)
+                .arg("MANIFEST")
+                .arg(name)
+                .arg("REPLACE");
+            let _: () = link.query(&init).await?;
+        }
+        let mut manifest = cmd("HSET");
+        manifest.arg(name);
+        for (field, value) in spec.manifest_fields(name) {
+            manifest.arg(field).arg(value);
+        }
+        // Written last: a sale opens only once every partition exists.
+        manifest.arg("ready").arg(1);
+        let _: () = link.query(&manifest).await?;
+        let _: () = link.query(cmd("PERSIST").arg(name)).await?;
+        Ok(())
+    }
+
+    /// Opens the sale `name` from its manifest; checks the module's version too.
+    pub fn open<C: ConnectionLike>(con: &mut C, name: &str) -> Result<PartitionedSale> {
+        block_on(PartitionedSale::open_on(&mut Blocking(con), name))
+    }
+
+    pub(crate) async fn open_on<L: Link>(link: &mut L, name: &str) -> Result<PartitionedSale> {
+        check_name(name)?;
+        let fields: Vec<(String, String)> = link.query(cmd("HGETALL").arg(name)).await?;
+        if fields.is_empty() {
+            return Err(Error::NoSale(name.to_string()));
+        }
+        key::require_module(link).await?;
+        let get = |field: &str| {
+            fields
+                .iter()
+                .find(|(f, _)| f == field)
+                .map(|(_, v)| v.as_str())
+        };
+        if get("ready").is_none() {
+            return Err(Error::BadManifest(format!(
+                "{name}: its creation did not finish; delete it and create it again"
+            )));
+        }
+        if get("version") != Some(MANIFEST_VERSION) {
+            return Err(Error::BadManifest(format!(
+                "{name}: unknown manifest version"
+            )));
+        }
+        let number = |field: &str| -> Result<u64> {
+            get(field)
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| Error::BadManifest(format!("{name}: bad {field}")))
+        };
+        let optional =
+            |field: &str| -> Result<Option<u64>> { Ok(Some(number(field)?).filter(|&v| v > 0)) };
+        let partitions = u32::try_from(number("partitions")?)
+            .ok()
+            .filter(|&p| (1..=MAX_PARTITIONS).contains(&p))
+            .ok_or_else(|| Error::BadManifest(format!("{name}: bad partitions")))?;
+        let spec = SaleSpec {
+            stock: number("stock")?,
+            partitions,
+            limit: number("limit")?,
+            hold_ms: optional("hold")?,
+            start_ms: optional("start")?,
+            end_ms: optional("end")?,
+            events: number("events")? == 1,
+            events_maxlen: optional("maxlen")?,
+        };
+        if get("naming") != Some(partition_key(name, "<i>").as_str()) {
+            return Err(Error::BadManifest(format!(
+                "{name}: unknown partition naming"
+            )));
+        }
+        Ok(PartitionedSale::with_spec(name, spec))
+    }
+
+    fn with_spec(name: &str, spec: SaleSpec) -> PartitionedSale {
+        let keys: Vec<String> = (0..spec.partitions)
+            .map(|i| partition_key(name, i))
+            .collect();
+        let initial_batch = (spec.stock / u64::from(spec.partitions) / 16).max(1);
+        PartitionedSale {
+            name: name.to_string(),
+            batches: keys.iter().map(|_| AtomicU64::new(initial_batch)).collect(),
+            borrowing: keys.iter().map(|_| Mutex::new(())).collect(),
+            keys,
+            spec,
+            mover: key::random_id(),
+            next_transfer: AtomicU64::new(0),
+            seal_ms: DEFAULT_SEAL_MS,
+            retry: RetryPolicy::default(),
+            counters: Counters::default(),
+        }
+    }
+
+    /// How long a partition that found no stock anywhere stays sealed (default
+    /// [`DEFAULT_SEAL_MS`]): longer makes a sold-out sale's refusals cheaper, shorter finds
+    /// stock returned to another partition (a cancel, an expired hold) sooner.
+    pub fn with_seal_ms(mut self, ms: u64) -> PartitionedSale {
+        self.seal_ms = ms.max(1);
+        self
+    }
+
+    /// How `try_buy` and `cancel` retry a call whose answer was lost (default
+    /// [`RetryPolicy::default`]: 10 s). Each call carries a fresh attempt id, so a retry
+    /// never buys or cancels twice.
+    pub fn with_retry(mut self, policy: RetryPolicy) -> PartitionedSale {
+        self.retry = policy;
+        self
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn spec(&self) -> &SaleSpec {
+        &self.spec
+    }
+
+    /// The sale keys, partition 0 first.
+    pub fn partition_keys(&self) -> &[String] {
+        &self.keys
+    }
+
+    /// The event streams, partition 0 first (empty without `events`).
+    pub fn event_streams(&self) -> Vec<String> {
+        if !self.spec.events {
+            return Vec::new();
+        }
+        self.keys
+            .iter()
+            .map(|key| format!("{key}:events"))
+            .collect()
+    }
+
+    /// The partition `user` buys in.
+    pub fn partition_of(&self, user: &[u8]) -> u32 {
+        partition_of(user, self.spec.partitions)
+    }
+
+    fn key_of(&self, user: &[u8]) -> &str {
+        &self.keys[self.partition_of(user) as usize]
+    }
+
+    /// Finishes every transfer between this sale's partitions that a mover started and did
+    /// not finish (it crashed, or lost its connection, between LEND and SETTLE); replies how
+    /// many. Safe to run at any time, also while movers are working: every step is idempotent.
+    /// `try_buy` runs it when it finds units in flight and none elsewhere.
+    pub fn recover<C: ConnectionLike>(&self, con: &mut C) -> Result<u64> {
+        block_on(self.recover_on(&mut Blocking(con)))
+    }
+
+    /// Each partition's `SECKILL.INFO`, partition 0 first.
+    pub fn partition_infos<C: ConnectionLike>(&self, con: &mut C) -> Result<Vec<PartitionInfo>> {
+        block_on(self.partition_infos_on(&mut Blocking(con)))
+    }
+
+    /// Deletes the sale: partitions, streams, then the manifest (also a half-created one's).
+    pub fn delete<C: ConnectionLike>(con: &mut C, name: &str) -> Result<()> {
+        block_on(PartitionedSale::delete_on(&mut Blocking(con), name))
+    }
+
+    pub(crate) async fn delete_on<L: Link>(link: &mut L, name: &str) -> Result<()> {
+        check_name(name)?;
+        let partitions: Option<u32> = link.query(cmd("HGET").arg(name).arg("partitions")).await?;
+        for index in 0..partitions.unwrap_or(0).min(MAX_PARTITIONS) {
+            let key = partition_key(name, index);
+            let _: () = link.query(cmd("DEL").arg(&key)).await?;
+            let _: () = link.query(cmd("DEL").arg(format!("{key}:events"))).await?;
+        }
+        let _: () = link.query(cmd("DEL").arg(name)).await?;
+        Ok(())
+    }
+
+    /// A purchase, and whether any call of it had to be sent again (see
+    /// [`crate::FlashSale::try_buy`]).
+    pub(crate) async fn buy_on<L: Link>(
+        &self,
+        link: &mut L,
+        user: &[u8],
+        qty: u64,
+    ) -> Result<(TryReply, bool)> {
+        let partition = self.partition_of(user) as usize;
+        self.counters.tries.fetch_add(1, Ordering::Relaxed);
+        let attempt = key::new_attempt_id();
+        let mut retrier = Retrier::new(&self.retry, &attempt);
+        let mut borrows = 0;
+        loop {
+            let key = &self.keys[partition];
+            let code = key::try_buy(link, &mut retrier, key, user, qty, &attempt).await?;
+            if code != DRAINED {
+                return Ok((TryReply::from_code(code)?, retrier.retried()));
+            }
+            if borrows == 0 {
+                self.counters
+                    .borrowing_tries
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            borrows += 1;
+            if borrows > MAX_BORROWS {
+                return Err(Error::Contended {
+                    borrows: MAX_BORROWS,
+                });
+            }
+            // Borrowing moves stock by idempotent transfers and buys nothing: a failover
+            // under it is waited out and the purchase tried again under the same id.
+            match self.borrow(link, partition, qty).await {
+                Ok(true) => {}
+                Ok(false) => return Ok((TryReply::SoldOut, retrier.retried())),
+                Err(Error::Redis(e)) if is_retryable(&e) => {
+                    let wait = retrier.backoff(e)?;
+                    link.sleep(wait).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Looks for `qty` units for `partition` in the others: `true` when it may have them now
+    /// (borrowed, or returned to it meanwhile), `false` when no partition had any at one
+    /// instant.
+    async fn borrow<L: Link>(&self, link: &mut L, partition: usize, qty: u64) -> Result<bool> {
+        let _borrower = match self.borrowing[partition].try_lock() {
+            Ok(guard) => guard,
+            Err(_) => {
+                // A wait that parks a thread in the sync API and a task in the async one.
+                let guard = self.borrowing[partition].lock().await;
+                // Another buyer of this partition just borrowed, or sealed it: look first.
+                let info = key::info(link, &self.keys[partition]).await?;
+                if info.remaining >= qty {
+                    return Ok(true);
+                }
+                if info.sealed {
+                    return Ok(false);
+                }
+                guard
+            }
+        };
+        // Bounded: each round either moves units, finishes transfers, or saw the sale change.
+        for _ in 0..64 {
+            let first = self.partition_infos_on(link).await?;
+            if first[partition].remaining >= qty {
+                return Ok(true);
+            }
+            let donor = first
+                .iter()
+                .enumerate()
+                .filter(|&(i, info)| i != partition && info.remaining > 0)
+                .max_by_key(|&(_, info)| info.remaining);
+            if let Some((donor, info)) = donor {
+                let want = qty.max(self.batches[partition].load(Ordering::Relaxed));
+                // At most half of what the donor has, so two drained partitions do not pass
+                // the same units back and forth; but enough for this purchase if it can.
+                let units = want
+                    .min(info.remaining.div_ceil(2))
+                    .max(qty.min(info.remaining));
+                if self.transfer(link, donor, partition, units).await? > 0 {
+                    let cap = (self.spec.stock / u64::from(self.spec.partitions)).max(1);
+                    let _ = self.batches[partition].fetch_update(
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                        |batch| Some(batch.saturating_mul(2).min(cap)),
+                    );
+                    return Ok(true);
+                }
+                continue;
+            }
+            if first.iter().any(|info| info.pending_out > 0) {
+                // Units in flight: finish those transfers (safe even when their mover is
+                // alive) and look again.
+                self.recover_on(link).await?;
+                continue;
+            }
+            // Nothing anywhere, as far as these sequential reads show. Each partition changes
+            // only by commands, so if a second pass reads every one the same, they all were
+            // so at the instant between the passes: the sale had no units for this purchase.
+            if self.partition_infos_on(link).await? != first {
+                continue;
+            }
+            if first[partition].remaining > 0 {
+                return Ok(false);
+            }
+            let sealed: i64 = link
+                .query(
+                    cmd("SECKILL.SEAL")
+                        .arg(&self.keys[partition])
+                        .arg(self.seal_ms),
+                )
+                .await?;
+            if sealed == 1 {
+                self.counters.seals.fetch_add(1, Ordering::Relaxed);
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Moves up to `units` from partition `from` to partition `to`; replies the units moved.
+    async fn transfer<L: Link>(
+        &self,
+        link: &mut L,
+        from: usize,
+        to: usize,
+        units: u64,
+    ) -> Result<u64> {
+        let id = format!(
+            "{}-{}",
+            self.mover,
+            self.next_transfer.fetch_add(1, Ordering::Relaxed)
+        );
+        let (from, to) = (&self.keys[from], &self.keys[to]);
+        let lent: u64 = link
+            .query(
+                cmd("SECKILL.LEND")
+                    .arg(from)
+                    .arg(&id)
+                    .arg(units)
+                    .arg("TO")
+                    .arg(to),
+            )
+            .await?;
+        finish_transfer(link, from, id.as_bytes(), lent, to).await?;
+        if lent > 0 {
+            self.counters.transfers.fetch_add(1, Ordering::Relaxed);
+            self.counters.units_moved.fetch_add(lent, Ordering::Relaxed);
+        }
+        Ok(lent)
+    }
+
+    pub(crate) async fn recover_on<L: Link>(&self, link: &mut L) -> Result<u64> {
+        let mut finished = 0;
+        for key in &self.keys {
+            let pending: Vec<Value> = link.query(cmd("SECKILL.TRANSFERS").arg(key)).await?;
+            for transfer in pending.chunks(4) {
+                let [id, units, to, _age] = transfer else {
+                    continue;
+                };
+                let id: Vec<u8> = redis::from_redis_value(id.clone())?;
+                let units: u64 = redis::from_redis_value(units.clone())?;
+                let to: String = redis::from_redis_value(to.clone())?;
+                // Only transfers between this sale's own partitions are this client's to end.
+                if !self.keys.contains(&to) {
+                    continue;
+                }
+                finish_transfer(link, key, &id, units, &to).await?;
+                finished += 1;
+            }
+        }
+        self.counters
+            .recovered
+            .fetch_add(finished, Ordering::Relaxed);
+        Ok(finished)
+    }
+
+    pub(crate) async fn partition_infos_on<L: Link>(
+        &self,
+        link: &mut L,
+    ) -> Result<Vec<PartitionInfo>> {
+        let mut infos = Vec::with_capacity(self.keys.len());
+        for key in &self.keys {
+            infos.push(key::info(link, key).await?);
+        }
+        Ok(infos)
+    }
+
+    pub(crate) async fn try_buy_acked_on<L: Link>(
+        &self,
+        link: &mut L,
+        user: &[u8],
+        qty: u64,
+        (replicas, timeout_ms): (u64, u64),
+    ) -> Result<(TryReply, u64)> {
+        let (reply, retried) = self.buy_on(link, user, qty).await?;
+        Ok((
+            reply,
+            key::acknowledged(link, retried, replicas, timeout_ms).await?,
+        ))
+    }
+
+    pub(crate) async fn cancel_on<L: Link>(
+        &self,
+        link: &mut L,
+        user: &[u8],
+        qty: Option<u64>,
+    ) -> Result<u64> {
+        key::cancel(link, &self.retry, self.key_of(user), user, qty).await
+    }
+
+    pub(crate) async fn bought_on<L: Link>(&self, link: &mut L, user: &[u8]) -> Result<u64> {
+        key::bought(link, self.key_of(user), user).await
+    }
+
+    pub(crate) async fn confirm_on<L: Link>(&self, link: &mut L, user: &[u8]) -> Result<bool> {
+        key::confirm(link, self.key_of(user), user).await
+    }
+
+    /// Adds `units`, split evenly over the partitions.
+    pub(crate) async fn restock_on<L: Link>(&self, link: &mut L, units: u64) -> Result<()> {
+        check_units(units)?;
+        for (index, key) in self.keys.iter().enumerate() {
+            let share = self.spec.share(units, index as u32);
+            if share > 0 {
+                key::restock(link, key, share).await?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn info_on<L: Link>(&self, link: &mut L) -> Result<SaleInfo> {
+        Ok(SaleInfo::total(self.partition_infos_on(link).await?))
+    }
+
+    /// A user buys in one partition only, so nobody appears twice.
+    pub(crate) async fn buyers_on<L: Link>(&self, link: &mut L) -> Result<Vec<Buyer>> {
+        let mut all = Vec::new();
+        for (partition, key) in self.keys.iter().enumerate() {
+            key::buyers(link, key, partition as u32, &mut all).await?;
+        }
+        Ok(all)
+    }
+
+    pub(crate) async fn create_group_on<L: Link>(&self, link: &mut L, group: &str) -> Result<()> {
+        for stream in self.event_streams() {
+            key::create_group(link, &stream, group).await?;
+        }
+        Ok(())
+    }
+
+    /// Streams of different slots cannot be read in one call: XREADGROUP on each in turn.
+    pub(crate) async fn read_group_on<L: Link>(
+        &self,
+        link: &mut L,
+        reader: (&str, &str, usize),
+    ) -> Result<Vec<SaleEvent>> {
+        let mut events = Vec::new();
+        for (partition, stream) in self.event_streams().iter().enumerate() {
+            key::read_group(link, partition as u32, stream, reader, &mut events).await?;
+        }
+        Ok(events)
+    }
+
+    pub(crate) fn counters(&self) -> &Counters {
+        &self.counters
+    }
+}
+
+crate::flash_sale::impl_flash_sale!(PartitionedSale);
+
+/// ABSORB (when units moved) then SETTLE: the steps after LEND, each idempotent.
+async fn finish_transfer<L: Link>(
+    link: &mut L,
+    from: &str,
+    id: &[u8],
+    units: u64,
+    to: &str,
+) -> Result<()> {
+    if units > 0 {
+        let _: i64 = link
+            .query(
+                cmd("SECKILL.ABSORB")
+                    .arg(to)
+                    .arg(id)
+                    .arg(units)
+                    .arg("FROM")
+                    .arg(from),
+            )
+            .await?;
+    }
+    let _: i64 = link.query(cmd("SECKILL.SETTLE").arg(from).arg(id)).await?;
+    Ok(())
+}
+
+/// A sale name becomes the manifest key and the hash tag of every partition: braces in it
+/// would change which part of a key is hashed.
+fn check_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.contains(['{', '}']) {
+        return Err(Error::InvalidArgument(format!(
+            "sale name {name:?} must be non-empty and without braces"
+        )));
+    }
+    Ok(())
+}
+
+/// RESTOCK's units, checked before anything is sent.
+pub(crate) fn check_units(units: u64) -> Result<()> {
+    if units == 0 || units > i64::MAX as u64 {
+        return Err(Error::InvalidArgument(
+            "units must be an integer between 1 and 9223372036854775807".to_string(),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked() {
+        assert!(check_name("sale:1").is_ok());
+        for bad in ["", "a{b", "a}b"] {
+            assert!(matches!(check_name(bad), Err(Error::InvalidArgument(_))));
+        }
+        assert_eq!(partition_key("sale:1", 3), "{sale:1/3}");
+    }
+}
