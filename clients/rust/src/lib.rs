@@ -63,6 +63,7 @@ mod routing;
 mod sale;
 mod session;
 mod spec;
+mod turns;
 
 pub use error::{Error, Result};
 pub use flash_sale::{ClientStats, FlashSale};

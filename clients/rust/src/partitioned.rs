@@ -12,6 +12,7 @@ use crate::reply::TryReply;
 use crate::retry::{Retrier, RetryPolicy, is_retryable};
 use crate::routing::{partition_key, partition_of};
 use crate::spec::{MANIFEST_VERSION, SaleSpec};
+use crate::turns::BuyerTurns;
 use redis::{ConnectionLike, RedisResult, Value, cmd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::Mutex;
@@ -51,6 +52,7 @@ pub struct PartitionedSale {
     seal_ms: u64,
     retry: RetryPolicy,
     counters: Counters,
+    turns: BuyerTurns,
 }
 
 impl PartitionedSale {
@@ -212,6 +214,7 @@ impl PartitionedSale {
             seal_ms: DEFAULT_SEAL_MS,
             retry: RetryPolicy::default(),
             counters: Counters::default(),
+            turns: BuyerTurns::default(),
         }
     }
 
@@ -304,6 +307,7 @@ impl PartitionedSale {
     ) -> Result<(TryReply, bool)> {
         let partition = self.partition_of(user) as usize;
         self.counters.tries.fetch_add(1, Ordering::Relaxed);
+        let _turn = self.turns.take(user).await;
         let attempt = key::new_attempt_id();
         let mut retrier = Retrier::new(&self.retry, &attempt);
         let mut borrows = 0;
@@ -505,6 +509,7 @@ impl PartitionedSale {
         user: &[u8],
         qty: Option<u64>,
     ) -> Result<u64> {
+        let _turn = self.turns.take(user).await;
         key::cancel(link, &self.retry, self.key_of(user), user, qty).await
     }
 
