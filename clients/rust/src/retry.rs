@@ -45,7 +45,9 @@ impl RetryPolicy {
 
 /// Whether the call may have run or not, and sending it again may get an answer: the
 /// connection failed or timed out, or the cluster is moving a slot or electing a master.
-/// (MOVED and ASK are the underlying client's to follow.)
+/// MOVED and ASK are the underlying client's to follow; one that reaches the caller (the
+/// async cluster client's own retries ran out while a replica was promoted) ran nothing, and
+/// the next send goes where the client has learned since.
 pub fn is_retryable(e: &redis::RedisError) -> bool {
     e.is_timeout()
         || e.is_io_error()
@@ -53,7 +55,15 @@ pub fn is_retryable(e: &redis::RedisError) -> bool {
         || e.is_connection_refusal()
         || matches!(
             e.code(),
-            Some("TRYAGAIN" | "CLUSTERDOWN" | "LOADING" | "READONLY" | "MASTERDOWN")
+            Some(
+                "TRYAGAIN"
+                    | "CLUSTERDOWN"
+                    | "LOADING"
+                    | "READONLY"
+                    | "MASTERDOWN"
+                    | "MOVED"
+                    | "ASK"
+            )
         )
 }
 
@@ -144,6 +154,8 @@ mod tests {
             "LOADING",
             "READONLY",
             "MASTERDOWN",
+            "MOVED",
+            "ASK",
         ] {
             let e = redis::make_extension_error(code.to_string(), Some("x".to_string()));
             assert!(is_retryable(&e), "{code}");

@@ -1,6 +1,8 @@
-"""seckill: one flash sale spread over a Redis Cluster, on the seckill module.
+"""seckill: flash sales on the seckill module, from redis-py (sync here, asyncio in
+``seckill.asyncio``, the same classes and names).
 
-A sale of ``stock`` units is P ordinary seckill sale keys (``{name/0}`` .. ``{name/P-1}``,
+``Sale`` is one ``SECKILL.INIT`` key. ``PartitionedSale`` spreads one sale over a Redis
+Cluster: a sale of ``stock`` units is P ordinary seckill sale keys (``{name/0}`` .. ``{name/P-1}``,
 each its own hash tag, so Redis Cluster spreads them over its masters and moves them when it
 reshards) and a manifest hash ``name``. A user always buys in the partition given by a hash of
 the user id, so LIMIT and dedup stay exact; a drained partition borrows units from the others
@@ -15,31 +17,29 @@ from .errors import (
     ContendedError,
     InvalidArgumentError,
     ModuleMissingError,
+    ModuleTooOldError,
     NoHoldsError,
     NoSaleError,
     OutcomeUnknownError,
     SaleExistsError,
     SeckillError,
 )
-from .protocol import ENDED, MAX_PARTITIONS, NOT_STARTED, OVER_LIMIT, SOLD_OUT
+from .flash_sale import FlashSale
+from .info import Buyer, ClientStats, PartitionInfo, SaleEvent, SaleInfo
+from .partitioned import CREATE_CLAIM_MS, DEFAULT_SEAL_MS, PartitionedSale, partition_of
+from .protocol import ENDED, MAX_PARTITIONS, MIN_MODULE_VERSION, NOT_STARTED, OVER_LIMIT, SOLD_OUT
 from .retry import RetryPolicy, is_retryable
-from .sale import (
-    CREATE_CLAIM_MS,
-    DEFAULT_SEAL_MS,
-    Buyer,
-    ClientStats,
-    PartitionedSale,
-    PartitionInfo,
-    SaleEvent,
-    SaleInfo,
-    SaleSpec,
-    partition_of,
-)
+from .sale import Sale
+from .spec import SaleSpec
 
 __all__ = [
     "BadManifestError",
     "CREATE_CLAIM_MS",
+    "FlashSale",
+    "MIN_MODULE_VERSION",
     "ModuleMissingError",
+    "ModuleTooOldError",
+    "Sale",
     "NoHoldsError",
     "OutcomeUnknownError",
     "RetryPolicy",

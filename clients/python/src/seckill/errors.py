@@ -79,3 +79,17 @@ class ModuleMissingError(SeckillError):
 
 class NoHoldsError(SeckillError):
     """CONFIRM on a sale made without holds, where nothing is ever held."""
+
+
+class ModuleTooOldError(SeckillError):
+    """The server's seckill module is older than this package needs (``MIN_MODULE_VERSION``);
+    ``found`` is its ``INFO seckill`` version (major * 10 000 + minor * 100 + patch)."""
+
+    def __init__(self, found: int):
+        from .protocol import MIN_MODULE_VERSION
+
+        super().__init__(
+            f"the server's seckill module is version {found}, this client needs "
+            f"{MIN_MODULE_VERSION} or later: load a newer libseckill.so"
+        )
+        self.found = found

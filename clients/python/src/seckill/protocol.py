@@ -12,5 +12,8 @@ ENDED = -4
 #: SECKILL.TRY on a partition that is drained but not sealed: other partitions may lend it
 #: units. The client borrows and tries again, so callers never see it.
 DRAINED = -5
+#: The oldest module this package works with, as ``INFO seckill`` gives it (major * 10 000 +
+#: minor * 100 + patch): 0.7.0, the first with attempt ids.
+MIN_MODULE_VERSION = 700
 #: Most partitions one sale may have (``SECKILL.INIT ... PARTITIONS n``).
 MAX_PARTITIONS = 16_384

@@ -9,13 +9,12 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass
-from typing import Callable, TypeVar
+from typing import Any
 
 import redis
 
+from ._effects import Call, Operation, Sleep
 from .errors import OutcomeUnknownError
-
-T = TypeVar("T")
 
 _RETRYABLE_CODES = ("TRYAGAIN", "CLUSTERDOWN", "LOADING", "READONLY", "MASTERDOWN")
 
@@ -54,32 +53,33 @@ def is_retryable(error: BaseException) -> bool:
 class Retrier:
     """The retries of one call under one attempt id, all within one deadline."""
 
-    def __init__(self, policy: RetryPolicy, attempt_id: str):
+    def __init__(self, policy: RetryPolicy, attempt_id: str) -> None:
         self.policy = policy
         self.attempt_id = attempt_id
         self._start = time.monotonic()
         self._next = policy.first_backoff_s
         self.retries = 0
 
-    def call(self, call: Callable[[], T]) -> T:
-        """Runs ``call`` until it answers or fails for good; past the deadline a retryable
-        failure becomes ``OutcomeUnknownError``."""
-        while True:
-            try:
-                return call()
-            except Exception as error:  # noqa: BLE001 - sorted right below
-                if not is_retryable(error):
-                    raise
-                self.pause(error)
-
-    def pause(self, failure: BaseException) -> None:
-        """Waits the next backoff after ``failure`` (a random time in the upper half of the
-        current one, so clients that failed together do not come back together), or, past the
-        deadline, raises ``OutcomeUnknownError``."""
+    def backoff(self, failure: BaseException) -> float:
+        """The wait before trying again after ``failure`` (a random time in the upper half of
+        the current backoff, so clients that failed together do not come back together), or,
+        past the deadline, ``OutcomeUnknownError``."""
         ceiling = self._next
         self._next = min(self._next * 2, self.policy.max_backoff_s)
         wait = ceiling / 2 + random.random() * ceiling / 2
         if time.monotonic() - self._start + wait > self.policy.deadline_s:
             raise OutcomeUnknownError(self.attempt_id, failure) from failure
         self.retries += 1
-        time.sleep(wait)
+        return wait
+
+
+def retried(retrier: Retrier, *args: Any) -> Operation[Any]:
+    """The command ``args`` under ``retrier``: a retryable failure is sent again after a backoff
+    while the deadline allows, then becomes ``OutcomeUnknownError``."""
+    while True:
+        try:
+            return (yield Call(args))
+        except Exception as error:  # noqa: BLE001 - sorted right below
+            if not is_retryable(error):
+                raise
+            yield Sleep(retrier.backoff(error))

@@ -1,0 +1,246 @@
+"""The asyncio API: the same classes, names and replies as the sync one, on
+``redis.asyncio.Redis`` and ``redis.asyncio.RedisCluster``. Each operation is the sync API's own
+code (see ``seckill._effects``) driven on the event loop: a retry's backoff and the borrowers'
+one-at-a-time rule are asyncio waits, so no call blocks the loop.
+
+    from seckill import SaleSpec
+    from seckill.asyncio import Sale
+
+    sale = await Sale.create(redis.asyncio.Redis(), "sale:wine", SaleSpec(stock=100, partitions=1))
+    code = await sale.try_buy("user:42")
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Dict, List, Optional, Tuple
+
+import redis
+import redis.asyncio
+
+from .._effects import Acquire, Call, Effect, Operation, Release, Sleep, TryAndWait
+from .._turns import AsyncBuyerTurns
+from ..errors import translate
+from ..flash_sale import SaleOps
+from ..info import Buyer, PartitionInfo, SaleEvent, SaleInfo, User
+from ..partitioned import DEFAULT_SEAL_MS, PartitionedOps
+from ..retry import RetryPolicy
+from ..sale import OneKeyOps
+from ..spec import SaleSpec
+
+__all__ = ["FlashSale", "PartitionedSale", "Sale", "run"]
+
+
+async def _call(client: Any, *args: Any) -> Any:
+    try:
+        return await client.execute_command(*args)
+    except redis.exceptions.ResponseError as error:
+        raise translate(error) from error
+
+
+async def _refresh_topology(client: Any) -> None:
+    if isinstance(client, redis.asyncio.RedisCluster):
+        try:
+            await client.nodes_manager.initialize()
+        except redis.exceptions.RedisError:
+            pass  # no node answers yet: the retry waits and asks again
+
+
+# One plain client per cluster node for TRY + WAIT on one connection: the cluster client's
+# pipeline would send WAIT to another node, or on another connection of the node's pool.
+_node_clients: Dict[Tuple[int, str], redis.asyncio.Redis] = {}
+
+
+def _node_client(cluster: Any, key: str) -> Any:
+    node = cluster.get_node_from_key(key)
+    found = _node_clients.get((id(cluster), node.name))
+    if found is None:
+        kwargs = node.connection_kwargs
+        found = redis.asyncio.Redis(
+            host=node.host,
+            port=node.port,
+            username=kwargs.get("username"),
+            password=kwargs.get("password"),
+            protocol=kwargs.get("protocol", 2),
+            socket_timeout=kwargs.get("socket_timeout"),
+            socket_connect_timeout=kwargs.get("socket_connect_timeout"),
+            max_connections=max(int(kwargs.get("max_connections") or 0), 1000),
+        )
+        _node_clients[(id(cluster), node.name)] = found
+    return found
+
+
+async def _try_and_wait(client: Any, effect: TryAndWait) -> Tuple[int, int]:
+    for _ in range(5):
+        cluster = isinstance(client, redis.asyncio.RedisCluster)
+        target = _node_client(client, effect.key) if cluster else client
+        pipe = target.pipeline(transaction=False)
+        pipe.execute_command(*effect.args)
+        pipe.execute_command("WAIT", effect.replicas, effect.timeout_ms)
+        try:
+            code, acked = await pipe.execute()
+            return int(code), int(acked)
+        except redis.exceptions.MovedError:
+            await _refresh_topology(client)
+        except redis.exceptions.AskError:
+            await asyncio.sleep(0.01)
+        except redis.exceptions.ResponseError as error:
+            raise translate(error) from error
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+            await _refresh_topology(client)
+            raise
+    raise redis.exceptions.ClusterError(f"{effect.key} kept moving")
+
+
+async def _perform(client: Any, effect: Effect) -> Any:
+    if isinstance(effect, Call):
+        return await _call(client, *effect.args)
+    if isinstance(effect, Sleep):
+        await asyncio.sleep(effect.seconds)
+        return None
+    if isinstance(effect, TryAndWait):
+        return await _try_and_wait(client, effect)
+    if isinstance(effect, Acquire):
+        if not effect.blocking and effect.lock.locked():
+            return False
+        await effect.lock.acquire()
+        return True
+    if isinstance(effect, Release):
+        effect.lock.release()
+        return None
+    raise TypeError(f"unknown effect {effect!r}")
+
+
+async def run(operation: Operation[Any], client: Any) -> Any:
+    """Runs ``operation`` to its end on the asyncio ``client``. A cancelled task's
+    CancelledError is thrown into the operation, so its locks are released on the way out."""
+    reply: Any = None
+    failure: Optional[BaseException] = None
+    while True:
+        try:
+            effect = operation.send(reply) if failure is None else operation.throw(failure)
+        except StopIteration as done:
+            return done.value
+        reply, failure = None, None
+        try:
+            reply = await _perform(client, effect)
+        except BaseException as error:  # noqa: BLE001 - thrown into the operation
+            failure = error
+
+
+class FlashSale(SaleOps):
+    """``seckill.FlashSale``, async: a flash sale, one key or partitioned, on a
+    ``redis.asyncio`` client. Share one handle between the tasks of one event loop."""
+
+    _new_lock = staticmethod(asyncio.Lock)
+
+    def __init__(self, client: Any, retry: RetryPolicy) -> None:
+        super().__init__(client, retry)
+        self._turns = AsyncBuyerTurns()
+
+    async def _run(self, operation: Operation[Any]) -> Any:
+        return await run(operation, self.client)
+
+    async def try_buy(self, user: User, qty: int = 1) -> int:
+        """See ``seckill.FlashSale.try_buy``."""
+        async with self._turns.take(user):
+            code, _ = await self._run(self._buy_op(user, qty, None))
+            return int(code)
+
+    async def try_buy_acked(self, user: User, qty: int = 1, replicas: int = 1,
+                            timeout_ms: int = 1_000) -> Tuple[int, int]:
+        """See ``seckill.FlashSale.try_buy_acked``."""
+        async with self._turns.take(user):
+            code, acked = await self._run(self._buy_op(user, qty, (replicas, timeout_ms)))
+            return int(code), int(acked)
+
+    async def confirm(self, user: User) -> bool:
+        """See ``seckill.FlashSale.confirm``."""
+        return bool(await self._run(self._confirm_op(user)))
+
+    async def cancel(self, user: User, qty: Optional[int] = None) -> int:
+        """See ``seckill.FlashSale.cancel``."""
+        async with self._turns.take(user):
+            return int(await self._run(self._cancel_op(user, qty)))
+
+    async def restock(self, units: int) -> None:
+        """See ``seckill.FlashSale.restock``."""
+        await self._run(self._restock_op(units))
+
+    async def bought(self, user: User) -> int:
+        """See ``seckill.FlashSale.bought``."""
+        return int(await self._run(self._bought_op(user)))
+
+    async def info(self) -> SaleInfo:
+        """See ``seckill.FlashSale.info``."""
+        info: SaleInfo = await self._run(self._info_op())
+        return info
+
+    async def buyers(self) -> List[Buyer]:
+        """See ``seckill.FlashSale.buyers`` (a list here)."""
+        found: List[Buyer] = await self._run(self._buyers_op())
+        return found
+
+    async def create_group(self, group: str) -> None:
+        """See ``seckill.FlashSale.create_group``."""
+        await self._run(self._create_group_op(group))
+
+    async def read_group(self, group: str, consumer: str, count: int = 100) -> List[SaleEvent]:
+        """See ``seckill.FlashSale.read_group``."""
+        events: List[SaleEvent] = await self._run(self._read_group_op(group, consumer, count))
+        return events
+
+    async def ack(self, group: str, event: SaleEvent) -> bool:
+        """See ``seckill.FlashSale.ack``."""
+        return bool(await self._run(self._ack_op(group, event)))
+
+
+class Sale(OneKeyOps, FlashSale):
+    """``seckill.Sale``, async."""
+
+    @classmethod
+    async def create(cls, client: Any, key: str, spec: SaleSpec, retry: RetryPolicy = RetryPolicy()) -> "Sale":
+        """See ``seckill.Sale.create``."""
+        await run(cls._create_op(key, spec), client)
+        return cls(client, key, retry)
+
+    @classmethod
+    async def open(cls, client: Any, key: str, retry: RetryPolicy = RetryPolicy()) -> "Sale":
+        """See ``seckill.Sale.open``."""
+        await run(cls._open_op(key), client)
+        return cls(client, key, retry)
+
+    async def delete(self) -> None:
+        """See ``seckill.Sale.delete``."""
+        await self._run(self._delete_op())
+
+
+class PartitionedSale(PartitionedOps, FlashSale):
+    """``seckill.PartitionedSale``, async."""
+
+    @classmethod
+    async def create(cls, client: Any, name: str, spec: SaleSpec, seal_ms: int = DEFAULT_SEAL_MS,
+                     retry: RetryPolicy = RetryPolicy()) -> "PartitionedSale":
+        """See ``seckill.PartitionedSale.create``."""
+        await run(cls._create_op(name, spec), client)
+        return cls(client, name, spec, seal_ms, retry)
+
+    @classmethod
+    async def open(cls, client: Any, name: str, seal_ms: int = DEFAULT_SEAL_MS,
+                   retry: RetryPolicy = RetryPolicy()) -> "PartitionedSale":
+        """See ``seckill.PartitionedSale.open``."""
+        return cls(client, name, await run(cls._open_op(name), client), seal_ms, retry)
+
+    @staticmethod
+    async def delete(client: Any, name: str) -> None:
+        """See ``seckill.PartitionedSale.delete``."""
+        await run(PartitionedOps._delete_op(name), client)
+
+    async def recover(self) -> int:
+        """See ``seckill.PartitionedSale.recover``."""
+        return int(await self._run(self._recover_op()))
+
+    async def partition_infos(self) -> List[PartitionInfo]:
+        """See ``seckill.PartitionedSale.partition_infos``."""
+        infos: List[PartitionInfo] = await self._run(self._partition_infos_op())
+        return infos

@@ -1,0 +1,146 @@
+"""What a one-key ``Sale`` and a ``PartitionedSale`` both do, sync: the ``FlashSale`` methods,
+written once over each kind's operations (``seckill.asyncio.FlashSale`` is the async twin, with
+the same names and replies)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Iterator, List, Optional, Tuple
+
+from ._effects import Operation, run
+from ._turns import BuyerTurns
+from .info import Buyer, ClientStats, SaleEvent, SaleInfo, User
+from .retry import RetryPolicy
+
+
+class SaleOps:
+    """What both kinds of sale keep, and the operations each defines (see ``_effects``)."""
+
+    client: Any
+    retry: RetryPolicy
+
+    def __init__(self, client: Any, retry: RetryPolicy) -> None:
+        self.client = client
+        #: How try_buy and cancel retry a call whose answer was lost (each carries a fresh
+        #: attempt id, so a retry never buys or cancels twice).
+        self.retry = retry
+        self._stats = ClientStats()
+        self._stats_lock = threading.Lock()
+
+    @property
+    def stats(self) -> ClientStats:
+        """What this handle did, for tuning and benchmarks."""
+        with self._stats_lock:
+            return ClientStats(**vars(self._stats))
+
+    def _count(self, name: str, by: int = 1) -> None:
+        with self._stats_lock:
+            setattr(self._stats, name, getattr(self._stats, name) + by)
+
+    def _buy_op(self, user: User, qty: int, wait: Optional[Tuple[int, int]]) -> Operation[Tuple[int, int]]:
+        raise NotImplementedError
+
+    def _cancel_op(self, user: User, qty: Optional[int]) -> Operation[int]:
+        raise NotImplementedError
+
+    def _bought_op(self, user: User) -> Operation[int]:
+        raise NotImplementedError
+
+    def _confirm_op(self, user: User) -> Operation[bool]:
+        raise NotImplementedError
+
+    def _restock_op(self, units: int) -> Operation[None]:
+        raise NotImplementedError
+
+    def _info_op(self) -> Operation[SaleInfo]:
+        raise NotImplementedError
+
+    def _buyers_op(self) -> Operation[List[Buyer]]:
+        raise NotImplementedError
+
+    def _create_group_op(self, group: str) -> Operation[None]:
+        raise NotImplementedError
+
+    def _read_group_op(self, group: str, consumer: str, count: int) -> Operation[List[SaleEvent]]:
+        raise NotImplementedError
+
+    def _ack_op(self, group: str, event: SaleEvent) -> Operation[bool]:
+        raise NotImplementedError
+
+
+class FlashSale(SaleOps):
+    """A flash sale, one key or partitioned, on a sync redis-py client (``redis.Redis`` or
+    ``redis.RedisCluster``). Safe to share between threads: redis-py pools its connections."""
+
+    _new_lock = staticmethod(threading.Lock)
+
+    def __init__(self, client: Any, retry: RetryPolicy) -> None:
+        super().__init__(client, retry)
+        self._turns = BuyerTurns()
+
+    def _run(self, operation: Operation[Any]) -> Any:
+        return run(operation, self.client)
+
+    def try_buy(self, user: User, qty: int = 1) -> int:
+        """Buys ``qty`` units for ``user``; replies as SECKILL.TRY: the units left (>= 0), or
+        SOLD_OUT, OVER_LIMIT, NOT_STARTED, ENDED. A partitioned sale borrows units from its
+        other partitions when the buyer's runs dry, so it sells out completely.
+
+        The purchase carries a fresh attempt id: a call whose answer is lost (timeout, dropped
+        connection, failover) is sent again with it until a definite answer, within
+        ``self.retry``; it is never bought twice. Past the deadline: OutcomeUnknownError. A
+        buyer's calls take turns in this process (the module knows a buyer's last attempt)."""
+        with self._turns.take(user):
+            code, _ = self._run(self._buy_op(user, qty, None))
+            return int(code)
+
+    def try_buy_acked(self, user: User, qty: int = 1, replicas: int = 1, timeout_ms: int = 1_000) -> Tuple[int, int]:
+        """``try_buy`` with ``WAIT replicas timeout_ms`` pipelined on one connection to the
+        key's master: ``(code, acked)``, acked being how many replicas had the purchase before
+        the timeout (0 for one that had to be sent again). A purchase acknowledged by a replica
+        survives the failover to it (see docs/durability.md)."""
+        with self._turns.take(user):
+            code, acked = self._run(self._buy_op(user, qty, (replicas, timeout_ms)))
+            return int(code), int(acked)
+
+    def confirm(self, user: User) -> bool:
+        """Makes the user's held units final: False if nothing was held; NoHoldsError on a
+        sale made without HOLD."""
+        return bool(self._run(self._confirm_op(user)))
+
+    def cancel(self, user: User, qty: Optional[int] = None) -> int:
+        """Returns ``qty`` of the user's units (all with None); replies the units returned.
+        Retried under an attempt id as ``try_buy`` is: never returned twice."""
+        with self._turns.take(user):
+            return int(self._run(self._cancel_op(user, qty)))
+
+    def restock(self, units: int) -> None:
+        """Adds ``units`` (split evenly over the partitions of a partitioned sale)."""
+        self._run(self._restock_op(units))
+
+    def bought(self, user: User) -> int:
+        """Units ``user`` owns (held or final)."""
+        return int(self._run(self._bought_op(user)))
+
+    def info(self) -> SaleInfo:
+        """The sale's totals (a partitioned sale's partitions read one after the other)."""
+        info: SaleInfo = self._run(self._info_op())
+        return info
+
+    def buyers(self) -> Iterator[Buyer]:
+        """Every buyer (a SECKILL.BUYERS scan of every key)."""
+        found: List[Buyer] = self._run(self._buyers_op())
+        return iter(found)
+
+    def create_group(self, group: str) -> None:
+        """Creates the consumer group on the sale's event streams; an existing one is kept."""
+        self._run(self._create_group_op(group))
+
+    def read_group(self, group: str, consumer: str, count: int = 100) -> List[SaleEvent]:
+        """Up to ``count`` new events per stream for ``consumer`` of ``group``."""
+        events: List[SaleEvent] = self._run(self._read_group_op(group, consumer, count))
+        return events
+
+    def ack(self, group: str, event: SaleEvent) -> bool:
+        """Acknowledges an event read by ``read_group``."""
+        return bool(self._run(self._ack_op(group, event)))

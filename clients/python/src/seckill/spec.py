@@ -1,0 +1,65 @@
+"""How a sale is set up: what ``create`` checks, and what a partitioned sale's manifest
+records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, List, Optional
+
+from .errors import InvalidArgumentError
+from .protocol import MAX_PARTITIONS
+
+#: Largest stock, limit or time: Redis integers are signed 64-bit.
+MAX_UNITS = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class SaleSpec:
+    """How a sale is set up: a one-key ``Sale`` (``partitions=1``) or a ``PartitionedSale``,
+    whose manifest records it."""
+
+    stock: int
+    partitions: int = 16
+    limit: int = 1
+    hold_ms: Optional[int] = None
+    start_ms: Optional[int] = None
+    end_ms: Optional[int] = None
+    events: bool = False
+    events_maxlen: Optional[int] = None
+
+    def check(self) -> None:
+        """Raises TypeError or InvalidArgumentError (a ValueError) for any setting the module
+        would refuse, before anything is written."""
+
+        def integer(what: str, value: Any, low: int, high: int = MAX_UNITS) -> None:
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"{what} must be an int, not {type(value).__name__}")
+            if not low <= value <= high:
+                raise InvalidArgumentError(f"{what} must be an integer between {low} and {high}")
+
+        integer("partitions", self.partitions, 1, MAX_PARTITIONS)
+        integer("stock", self.stock, 0)
+        integer("limit", self.limit, 1)
+        for what in ("hold_ms", "start_ms", "end_ms", "events_maxlen"):
+            value = getattr(self, what)
+            if value is not None:
+                integer(what, value, 1)
+        if not isinstance(self.events, bool):
+            raise TypeError(f"events must be a bool, not {type(self.events).__name__}")
+        if self.start_ms is not None and self.end_ms is not None and self.start_ms >= self.end_ms:
+            raise InvalidArgumentError("end_ms must be after start_ms")
+        if self.events_maxlen is not None and not self.events:
+            raise InvalidArgumentError("events_maxlen trims the event streams: set events too")
+
+    def share(self, units: int, index: int) -> int:
+        """Partition ``index``'s share of ``units``: an even split, the first ones one more."""
+        return units // self.partitions + (1 if index < units % self.partitions else 0)
+
+    def init_args(self, key: str, stock: int) -> List[Any]:
+        """``SECKILL.INIT key stock LIMIT .. [HOLD ..] [START ..] [END ..]``: what every sale
+        key is made with; the caller adds EVENTS and a partition's options."""
+        args: List[Any] = ["SECKILL.INIT", key, stock, "LIMIT", self.limit]
+        for option, value in (("HOLD", self.hold_ms), ("START", self.start_ms), ("END", self.end_ms)):
+            if value is not None:
+                args += [option, value]
+        return args
