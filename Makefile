@@ -55,7 +55,7 @@ cluster-stop:
 # A virtual environment (ignored by git) with redis-py for the Python examples, matplotlib
 # for the benchmark chart, and the Python client package (editable) with pytest for its tests.
 venv:
-	@if ! $(VENV)/bin/python -c "import redis, matplotlib, pytest, seckill" >/dev/null 2>&1; then \
+	@if ! $(VENV)/bin/python -c "import redis, matplotlib, pytest, mypy, seckill" >/dev/null 2>&1; then \
 	  [ -x $(VENV)/bin/python ] || python3 -m venv $(VENV) || { echo "python3 -m venv failed: apt-get install python3-venv"; exit 1; }; \
 	  $(VENV)/bin/pip install --quiet -r examples/python/requirements.txt -r bench/requirements.txt -e 'clients/python[test]'; \
 	fi
@@ -129,9 +129,10 @@ unit:
 fmt:
 	cargo fmt
 
-lint:
+lint: venv
 	cargo fmt --all --check
 	cargo clippy --release --workspace --all-targets -- -D warnings
+	$(VENV)/bin/python -m mypy --strict clients/python/src/seckill
 
 clean:
 	cargo clean

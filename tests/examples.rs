@@ -100,3 +100,97 @@ fn bench_smoke_run_writes_table_csv_and_chart() {
     assert!(png.starts_with(b"\x89PNG"), "a PNG chart");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// One HTTP/1.1 request on a fresh connection: the status code and the body.
+fn http(address: &str, method: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).expect("connect");
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {response:?}"));
+    let body = response.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+    (status, body)
+}
+
+#[test]
+fn axum_service_on_the_async_client_sells_exactly_over_http() {
+    use std::io::BufRead;
+    let server = Server::start();
+    let program = example_binary("axum_buy");
+    assert!(
+        program.exists(),
+        "{} is missing: run `make test`",
+        program.display()
+    );
+    let mut service = Command::new(&program)
+        .args([server.url().as_str(), "127.0.0.1:0", "100"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the service");
+    let mut line = String::new();
+    std::io::BufReader::new(service.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let address = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("{line:?}"))
+        .to_string();
+    // 400 requests from 40 threads for 300 users (some tap twice) and 100 units.
+    let answers: Vec<(String, u16, String)> = std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..40)
+            .map(|t| {
+                let address = address.clone();
+                scope.spawn(move || {
+                    (0..10)
+                        .map(|n| {
+                            let user = format!("user-{}", (t * 10 + n) % 300);
+                            let (status, body) = http(&address, "POST", &format!("/buy/{user}"));
+                            (user, status, body)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect()
+    });
+    let winners: std::collections::HashSet<&str> = answers
+        .iter()
+        .filter(|(_, status, _)| *status == 200)
+        .map(|(user, _, _)| user.as_str())
+        .collect();
+    let bought = answers
+        .iter()
+        .filter(|(_, status, _)| *status == 200)
+        .count();
+    assert_eq!((bought, winners.len()), (100, 100), "one unit per winner");
+    assert!(
+        answers.iter().all(|(_, status, body)| *status == 200
+            || (*status == 409 && (body == "sold out" || body == "over limit"))),
+        "{answers:?}"
+    );
+    let (status, owned) = http(&address, "GET", "/bought/user-0");
+    assert_eq!((status, owned == "1"), (200, winners.contains("user-0")));
+    let sold = seckill_harness::field(&mut server.con(), &["SECKILL.INFO", "sale:web"], "sold");
+    assert_eq!(sold, 100);
+    service.kill().unwrap();
+    service.wait().unwrap();
+}
+
+#[test]
+fn python_asyncio_example_sells_exactly_the_stock() {
+    let out = run_python_example("asyncio_sale.py");
+    assert!(out.contains("100 winners, sold 100 of 100"), "{out}");
+}

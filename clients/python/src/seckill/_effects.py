@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Generator, Tuple, TypeVar, Union
+from typing import Any, Generator, Tuple, TypeVar, Union, cast
 
 import redis
 
@@ -87,7 +87,7 @@ def refresh_topology(client: Any) -> None:
 def try_and_wait(client: Any, effect: TryAndWait) -> Tuple[int, int]:
     for _ in range(5):
         if isinstance(client, redis.RedisCluster):
-            target = client.get_node_from_key(effect.key).redis_connection
+            target = cast(Any, client).get_node_from_key(effect.key).redis_connection
         else:
             target = client
         pipe = target.pipeline(transaction=False)

@@ -120,17 +120,16 @@ class PartitionedOps(SaleOps):
                 # REPLACE: the claim is ours, so a partition already there is a leftover.
                 args += ["PARTITION", index, "PARTITIONS", spec.partitions, "MANIFEST", name, "REPLACE"]
                 yield Call(tuple(args))
-            optional = lambda value: value or 0  # noqa: E731
             yield Call((
                 "HSET", name,
                 "version", _MANIFEST_VERSION,
                 "stock", spec.stock,
                 "limit", spec.limit,
-                "hold", optional(spec.hold_ms),
-                "start", optional(spec.start_ms),
-                "end", optional(spec.end_ms),
+                "hold", spec.hold_ms or 0,
+                "start", spec.start_ms or 0,
+                "end", spec.end_ms or 0,
                 "events", int(spec.events),
-                "maxlen", optional(spec.events_maxlen),
+                "maxlen", spec.events_maxlen or 0,
                 "naming", _partition_key(name, "<i>"),
                 # Written last: a sale opens only once every partition exists.
                 "ready", 1,
