@@ -6,6 +6,7 @@ holds, events and partitioned sales on one server and on a real cluster."""
 
 import asyncio
 import os
+import pathlib
 import random
 import signal
 import threading
@@ -112,8 +113,9 @@ def test_a_stopped_server_fails_calls_in_time_and_serves_them_again_once_back(se
                 except seckill.OutcomeUnknownError as error:
                     assert seckill.is_retryable(error.last_error), error
                     took = time.monotonic() - started
-                    # The deadline, plus the one reply it was waiting for.
-                    assert took < deadline + 0.5, took
+                    # The deadline, plus the reply it was waiting for and a new connection's
+                    # handshake (redis-py 5 sends CLIENT SETINFO on connect).
+                    assert took < deadline + 1.0, took
                     unknown += 1
             return user, bought, unknown
 
@@ -274,3 +276,13 @@ def test_holds_events_and_acked_purchases_through_asyncio_on_a_cluster(cluster):
         await client.aclose()
 
     asyncio.run(main())
+
+
+def test_the_readme_one_key_block_runs(server):
+    """clients/python/README.md's first example, on this test's server."""
+    readme = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    block = block.replace("redis.Redis()", f"redis.Redis(port={server}, protocol={PROTOCOL})")
+    block = block.replace("redis.asyncio.Redis()", f"redis.asyncio.Redis(port={server}, protocol={PROTOCOL})")
+    exec(compile(block, "README.md", "exec"), {})
+    assert seckill.Sale(redis.Redis(port=server), "sale:bottles").bought("user:42") == 1

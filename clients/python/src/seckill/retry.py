@@ -16,7 +16,9 @@ import redis
 from ._effects import Call, Operation, Sleep
 from .errors import OutcomeUnknownError
 
-_RETRYABLE_CODES = ("TRYAGAIN", "CLUSTERDOWN", "LOADING", "READONLY", "MASTERDOWN")
+# MOVED and ASK are the redis-py cluster client's to follow; one that reaches the package ran
+# nothing, and the next send goes where the client has learned since.
+_RETRYABLE_CODES = ("TRYAGAIN", "CLUSTERDOWN", "LOADING", "READONLY", "MASTERDOWN", "MOVED", "ASK")
 
 
 @dataclass(frozen=True)
