@@ -92,7 +92,8 @@ async fn a_thousand_tasks_on_one_connection_sell_exactly_and_never_block_the_run
     let (mut bought, mut slow) = (0, 0);
     for task in tasks {
         let (user, reply, took) = task.await.unwrap();
-        match reply.unwrap_or_else(|e| panic!("{user}: {e}")) {
+        let reply = reply.unwrap_or_else(|e| panic!("{user}: {e}"));
+        match reply {
             TryReply::Bought { .. } => {
                 bought += 1;
                 *replies.entry(user).or_default() += 1;
@@ -111,6 +112,19 @@ async fn a_thousand_tasks_on_one_connection_sell_exactly_and_never_block_the_run
         "{TASKS} tasks: {bought} bought, {slow} waited out the busy spell; ticker: {ticks} ticks, \
          longest gap {worst:?}"
     );
+    if bought != STOCK {
+        // Which buyers own more than their answers said: what a failure looks like.
+        let mut shown = 0;
+        for n in 0..USERS {
+            let user = format!("user:{n}");
+            let owned = sale.bought(&mut con, &user).await.unwrap();
+            let told = replies.get(&user).copied().unwrap_or(0);
+            if owned != told && shown < 5 {
+                println!("{user}: owns {owned}, was told {told}");
+                shown += 1;
+            }
+        }
+    }
     assert_eq!((bought, info.sold, info.remaining), (STOCK, STOCK, 0));
     for (user, count) in &replies {
         assert!(*count <= LIMIT, "{user} over LIMIT");

@@ -286,3 +286,44 @@ def test_the_readme_one_key_block_runs(server):
     block = block.replace("redis.asyncio.Redis()", f"redis.asyncio.Redis(port={server}, protocol={PROTOCOL})")
     exec(compile(block, "README.md", "exec"), {})
     assert seckill.Sale(redis.Redis(port=server), "sale:bottles").bought("user:42") == 1
+
+
+def test_a_killed_master_is_followed_by_the_asyncio_client(own_cluster):
+    """A master SIGKILLed mid-sale under 10 asyncio buyers: the client and the sale made before
+    the kill go on once the replica is promoted; every purchase a replica acknowledged is
+    still owned, and nobody refused owns anything."""
+    first = own_cluster[0]
+
+    async def main():
+        client = redis.asyncio.RedisCluster(host="127.0.0.1", port=first.port, protocol=PROTOCOL)
+        sale = await seckill.asyncio.PartitionedSale.create(
+            client, "akilled", SaleSpec(stock=10_000, partitions=16, limit=2), retry=RetryPolicy(deadline_s=60))
+        hot = client.get_node_from_key(sale.keys[0]).port
+        answers, progress = [], [0]
+
+        async def buyer(task: int) -> None:
+            for n in range(60):
+                user = f"akilled:{task}:{n}"
+                code, acked = await sale.try_buy_acked(user, 1, replicas=1, timeout_ms=200)
+                answers.append((user, code, acked))
+                progress[0] += 1
+
+        buyers = asyncio.gather(*(buyer(t) for t in range(10)))
+        while progress[0] <= 150:
+            await asyncio.sleep(0.01)
+        next(n for n in own_cluster if n.port == hot).kill()
+        await buyers
+        kept = 0
+        for user, code, acked in answers:
+            owned = await sale.bought(user)
+            assert owned <= 2
+            if code >= 0 and acked >= 1:
+                assert owned == 1, f"{user}: a replicated purchase survives the kill"
+                kept += 1
+            elif code < 0:
+                assert owned == 0, f"{user}: refused yet owns"
+        print(f"{len(answers)} answers through the kill, {kept} replicated purchases kept")
+        assert len(answers) == 600 and kept > 0
+        await client.aclose()
+
+    asyncio.run(main())

@@ -1,6 +1,12 @@
 //! # seckill-client
 //!
-//! One flash sale spread over a Redis Cluster, on top of the `seckill` module. A sale of
+//! Flash sales on the `seckill` module, sync and async (tokio: [`aio`]), with the same names
+//! and replies. A [`Sale`] is one `SECKILL.INIT` key; a [`PartitionedSale`] spreads one sale
+//! over a Redis Cluster; both answer the [`FlashSale`] calls (bring the trait into scope:
+//! `use seckill_client::FlashSale`, or `seckill_client::aio::FlashSale` for the async types).
+//! `create` and `open` check the server's module version ([`MIN_MODULE_VERSION`]).
+//!
+//! A partitioned sale of
 //! `stock` units is P ordinary seckill sale keys (`{name/0}` .. `{name/P-1}`, each its own hash
 //! tag, so Redis Cluster spreads them over its masters and moves them when it reshards) and a
 //! manifest hash `name`. A user always buys in the partition given by a hash of the user id

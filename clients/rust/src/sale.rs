@@ -11,6 +11,7 @@ use crate::protocol::DRAINED;
 use crate::reply::TryReply;
 use crate::retry::{Retrier, RetryPolicy};
 use crate::spec::SaleSpec;
+use crate::turns::BuyerTurns;
 use redis::ConnectionLike;
 use std::sync::atomic::Ordering;
 
@@ -20,6 +21,7 @@ pub struct Sale {
     key: String,
     retry: RetryPolicy,
     counters: Counters,
+    turns: BuyerTurns,
 }
 
 impl Sale {
@@ -30,6 +32,7 @@ impl Sale {
             key: key.into(),
             retry: RetryPolicy::default(),
             counters: Counters::default(),
+            turns: BuyerTurns::default(),
         }
     }
 
@@ -123,6 +126,7 @@ impl Sale {
         qty: u64,
     ) -> Result<(TryReply, bool)> {
         self.counters.tries.fetch_add(1, Ordering::Relaxed);
+        let _turn = self.turns.take(user).await;
         let attempt = key::new_attempt_id();
         let mut retrier = Retrier::new(&self.retry, &attempt);
         let code = key::try_buy(link, &mut retrier, &self.key, user, qty, &attempt).await?;
@@ -155,6 +159,7 @@ impl Sale {
         user: &[u8],
         qty: Option<u64>,
     ) -> Result<u64> {
+        let _turn = self.turns.take(user).await;
         key::cancel(link, &self.retry, &self.key, user, qty).await
     }
 
