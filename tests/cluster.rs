@@ -36,22 +36,13 @@ fn cluster_con(nodes: &[String]) -> ClusterConnection {
 }
 
 /// An async cluster connection: its own retries few and short (by default they wait up to
-/// 655 s each) and the library's attempt ids doing the retrying that matters; with
-/// `response_timeout`, a reply not come by then fails the call (retried under its id).
-///
-/// Measured with redis 1.8.1 (docs/clients.md): with a response timeout, a CLUSTER FAILOVER or
-/// a rebalance under 200 tasks left the connection timing out every call for minutes; without
-/// one, calls to a SIGKILLed master hung for minutes. So the graceful cases run without, the
-/// kill with.
-async fn async_cluster_con(
-    nodes: Vec<String>,
-    response_timeout: Option<Duration>,
-) -> redis::cluster_async::ClusterConnection {
-    let mut builder = ClusterClient::builder(nodes).retries(3).max_retry_wait(500);
-    if let Some(timeout) = response_timeout {
-        builder = builder.response_timeout(timeout);
-    }
-    builder
+/// 655 s each) and the library's attempt ids doing the retrying that matters. No response
+/// timeout: with one (redis 1.8.1), a CLUSTER FAILOVER under 200 tasks left the connection
+/// timing out every call for minutes (docs/clients.md, "Known limits").
+async fn async_cluster_con(nodes: Vec<String>) -> redis::cluster_async::ClusterConnection {
+    ClusterClient::builder(nodes)
+        .retries(3)
+        .max_retry_wait(500)
         .build()
         .expect("cluster client")
         .get_async_connection()
@@ -212,7 +203,7 @@ fn buy_async(
             .build()
             .unwrap();
         runtime.block_on(async move {
-            let mut con = async_cluster_con(nodes, None).await;
+            let mut con = async_cluster_con(nodes).await;
             // Long enough for a manual failover, which pauses the old master's clients for up
             // to 5 s (CLUSTER_MF_TIMEOUT) while the replica catches up.
             let retry = RetryPolicy {
@@ -924,13 +915,12 @@ fn replica_of(nodes: &[String], master: &str) -> String {
 /// every purchase answered, every one a replica acknowledged still owned, nobody over LIMIT.
 #[test]
 fn a_killed_master_is_followed_without_a_new_client() {
-    a_killed_master_is_followed_without_a_new_client_with(Api::Sync);
+    a_killed_master_is_followed_without_a_new_client_with();
 }
 
-#[test]
-fn a_killed_master_is_followed_without_a_new_client_async() {
-    a_killed_master_is_followed_without_a_new_client_with(Api::Async);
-}
+// Not through the async API: with redis 1.8.1's cluster_async, calls kept going to the killed
+// master until their response timeout for minutes after the promotion (425 s for 2 000
+// purchases with a 1 s timeout), too slow for `make test` (docs/clients.md, "Known limits").
 
 const KILL_BUYERS: usize = 20;
 const KILL_PER_BUYER: usize = 100;
@@ -959,69 +949,7 @@ fn buy_through_kill_sync(
     (answers, session.reconnects())
 }
 
-/// The kill test's buyers, async: tokio tasks sharing one `cluster_async` connection, which
-/// follows the promotion by itself. Replies every answer.
-fn buy_through_kill_async(
-    sale: &PartitionedSale,
-    urls: Vec<String>,
-    progress: Arc<AtomicUsize>,
-) -> std::thread::JoinHandle<Vec<Answer>> {
-    let name = sale.name().to_string();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let mut con = async_cluster_con(urls, Some(Duration::from_secs(5))).await;
-            let retry = RetryPolicy {
-                deadline: Duration::from_secs(60),
-                ..RetryPolicy::default()
-            };
-            let sale = Arc::new(
-                aio::PartitionedSale::open(&mut con, &name)
-                    .await
-                    .unwrap()
-                    .with_retry(retry),
-            );
-            let tasks: Vec<_> = (0..KILL_BUYERS)
-                .map(|t| {
-                    let (sale, mut con, progress) = (sale.clone(), con.clone(), progress.clone());
-                    tokio::spawn(async move {
-                        let (mut answers, mut longest) = (Vec::new(), Duration::ZERO);
-                        for n in 0..KILL_PER_BUYER {
-                            let user = format!("killed:{t}:{n}");
-                            let started = Instant::now();
-                            let answer =
-                                aio::FlashSale::try_buy_acked(&*sale, &mut con, &user, 1, 1, 200)
-                                    .await;
-                            let (reply, acked) = answer.unwrap_or_else(|e| panic!("{user}: {e}"));
-                            answers.push((user, reply, acked));
-                            longest = longest.max(started.elapsed());
-                            progress.fetch_add(1, Ordering::Relaxed);
-                        }
-                        (answers, longest)
-                    })
-                })
-                .collect();
-            let (mut answers, mut longest) = (Vec::new(), Duration::ZERO);
-            for task in tasks {
-                let (mine, slowest) = task.await.expect("a buyer task panicked");
-                answers.extend(mine);
-                longest = longest.max(slowest);
-            }
-            // A call that waited out the promotion: the kill did reach the buyers.
-            assert!(
-                longest > Duration::from_millis(500),
-                "no call waited for the promotion ({longest:?}): the kill missed the buyers"
-            );
-            answers
-        })
-    })
-}
-
-fn a_killed_master_is_followed_without_a_new_client_with(api: Api) {
+fn a_killed_master_is_followed_without_a_new_client_with() {
     let ClusterSale {
         mut nodes,
         urls,
@@ -1040,20 +968,12 @@ fn a_killed_master_is_followed_without_a_new_client_with(api: Api) {
     let hot_master = owner_of(&urls, &sale.partition_keys()[0]);
     let replica = replica_of(&urls, &hot_master);
     let progress = Arc::new(AtomicUsize::new(0));
-    let buyers: Vec<_> = match api {
-        Api::Sync => (0..KILL_BUYERS)
-            .map(|t| {
-                let (sale, urls, progress) = (sale.clone(), urls.clone(), progress.clone());
-                std::thread::spawn(move || buy_through_kill_sync(&sale, urls, t, &progress))
-            })
-            .collect(),
-        Api::Async => {
-            let all = buy_through_kill_async(&sale, urls.clone(), progress.clone());
-            vec![std::thread::spawn(move || {
-                (all.join().expect("the buyers failed"), 0)
-            })]
-        }
-    };
+    let buyers: Vec<_> = (0..KILL_BUYERS)
+        .map(|t| {
+            let (sale, urls, progress) = (sale.clone(), urls.clone(), progress.clone());
+            std::thread::spawn(move || buy_through_kill_sync(&sale, urls, t, &progress))
+        })
+        .collect();
     wait_until(Duration::from_secs(60), "first purchases", || {
         progress.load(Ordering::Relaxed) > KILL_BUYERS * KILL_PER_BUYER / 4
     });
@@ -1088,10 +1008,8 @@ fn a_killed_master_is_followed_without_a_new_client_with(api: Api) {
         answers.len()
     );
     assert_eq!(answers.len(), KILL_BUYERS * KILL_PER_BUYER);
-    if let Api::Sync = api {
-        assert!(
-            reconnects > 0,
-            "no session had to reconnect: the kill missed the buyers"
-        );
-    }
+    assert!(
+        reconnects > 0,
+        "no session had to reconnect: the kill missed the buyers"
+    );
 }

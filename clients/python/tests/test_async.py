@@ -114,8 +114,8 @@ def test_a_stopped_server_fails_calls_in_time_and_serves_them_again_once_back(se
                     assert seckill.is_retryable(error.last_error), error
                     took = time.monotonic() - started
                     # The deadline, plus the reply it was waiting for and a new connection's
-                    # handshake (redis-py 5 sends CLIENT SETINFO on connect).
-                    assert took < deadline + 1.0, took
+                    # handshake (HELLO and two CLIENT SETINFO, each bounded by the 200 ms timeout).
+                    assert took < deadline + 1.5, took
                     unknown += 1
             return user, bought, unknown
 

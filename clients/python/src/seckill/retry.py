@@ -49,6 +49,10 @@ def is_retryable(error: BaseException) -> bool:
     )
     if isinstance(error, retryable_types):
         return True
+    # The cluster client lost a node and could not reach any to learn the slots again (a
+    # master just killed): the call may have run; once a replica is promoted it answers.
+    if isinstance(error, redis.exceptions.RedisClusterException) and "cannot be connected" in str(error):
+        return True
     return isinstance(error, redis.exceptions.ResponseError) and str(error).startswith(_RETRYABLE_CODES)
 
 
