@@ -102,14 +102,15 @@ def test_a_stopped_server_fails_calls_in_time_and_serves_them_again_once_back(se
         async def buyer(n: int):
             user, bought, unknown, after = f"user:{n}", 0, 0, 0
             # One unit at a time until the server was stopped, resumed, and served this buyer
-            # twice since.
+            # twice since. (A call that was in flight across the whole stop may be answered
+            # after it: not every buyer sees an unknown outcome.)
             give_up = time.monotonic() + 30
             while after < 2 and time.monotonic() < give_up:
                 started = time.monotonic()
                 try:
                     assert await sale.try_buy(user) >= 0
                     bought += 1
-                    after += 1 if unknown and resumed.is_set() else 0
+                    after += 1 if resumed.is_set() else 0
                 except seckill.OutcomeUnknownError as error:
                     assert seckill.is_retryable(error.last_error), error
                     took = time.monotonic() - started
@@ -135,7 +136,7 @@ def test_a_stopped_server_fails_calls_in_time_and_serves_them_again_once_back(se
         info = await sale.info()
         print(f"{buyers} buyers through a 2 s stop: {unknowns} OutcomeUnknownError within the deadline; "
               f"{info.sold} sold")
-        assert unknowns >= buyers, "every buyer met the stop"
+        assert unknowns >= 1, "no call met the stop: the test proves nothing"
         assert sum(b.qty for b in await sale.buyers()) == info.sold
         await client.aclose()
 
@@ -324,6 +325,33 @@ def test_a_killed_master_is_followed_by_the_asyncio_client(own_cluster):
                 assert owned == 0, f"{user}: refused yet owns"
         print(f"{len(answers)} answers through the kill, {kept} replicated purchases kept")
         assert len(answers) == 600 and kept > 0
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_mover_that_died_is_finished_by_asyncio_buyers(cluster):
+    """A LEND whose mover died before ABSORB: the asyncio buyers finish it (recover) and the
+    sale still sells out exactly, nothing left in flight."""
+    stock, partitions = 400, 4
+
+    async def main():
+        client = _async_cluster(cluster)
+        sale = await seckill.asyncio.PartitionedSale.create(
+            client, "py:amover", SaleSpec(stock=stock, partitions=partitions, limit=1))
+        assert cluster.execute_command("SECKILL.LEND", sale.keys[2], "dead-1", 50, "TO", sale.keys[0]) == 50
+        users = [f"amover:{n}" for n in range(3 * stock)]
+        queue = list(users)
+
+        async def buyer():
+            while queue:
+                await sale.try_buy(queue.pop())
+
+        await asyncio.gather(*(buyer() for _ in range(100)))
+        info = await sale.info()
+        assert info.balanced(), info
+        assert (info.sold, info.remaining, info.in_flight, info.pending_out) == (stock, 0, 0, 0)
+        assert sale.stats.recovered >= 1, sale.stats
         await client.aclose()
 
     asyncio.run(main())
