@@ -34,12 +34,18 @@ pub fn module_path() -> PathBuf {
 
 /// A free loopback port at most 55535: a cluster node also listens on its port + 10000.
 pub fn free_port() -> u16 {
+    // Ports handed out in this process, and their cluster bus ports: the kernel may offer a
+    // port again before the server given it listens (the Python fixtures once started two
+    // cluster nodes on one port in CI).
+    static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
     loop {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("bind a free port")
             .port();
-        if port <= 55_535 {
+        let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+        if port <= 55_535 && !handed_out.iter().any(|&p| p == port || p == port + 10_000) {
+            handed_out.extend([port, port + 10_000]);
             return port;
         }
     }

@@ -24,13 +24,19 @@ CLI = os.environ.get("REDIS_CLI", "redis-cli")
 PROTOCOL = int(os.environ.get("SECKILL_RESP", "2"))
 
 
+#: Ports handed out in this process (and their cluster bus ports): the kernel may offer a port
+#: again before the server given it listens (CI once started two nodes on one port).
+_handed_out: set = set()
+
+
 def _free_port() -> int:
     # At most 55535: a cluster node also listens on its port + 10000.
     while True:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        if port <= 55535:
+        if port <= 55535 and not {port, port + 10000} & _handed_out:
+            _handed_out.update((port, port + 10000))
             return port
 
 
