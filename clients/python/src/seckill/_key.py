@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 from typing import Any, List, Optional, Tuple
 
-from ._effects import Call, Operation, Sleep, TryAndWait
+from ._effects import Call, Operation, TryAndWait
 from .errors import InvalidArgumentError, ModuleMissingError, ModuleTooOldError
 from .info import Buyer, PartitionInfo, SaleEvent, User, as_bytes, as_text, buyer_rows, events_of, fields_of
 from .protocol import MIN_MODULE_VERSION
-from .retry import Retrier, RetryPolicy, is_retryable, retried
+from .retry import Retrier, RetryPolicy, retried, retried_effect
 
 
 def new_attempt_id() -> str:
@@ -30,14 +30,9 @@ def try_and_wait(
     acked)``. A purchase that had to be sent again counts as acknowledged by none: its write
     may have been made on a connection (or a master) gone since."""
     replicas, timeout_ms = wait
-    while True:
-        try:
-            code, acked = yield TryAndWait(key, ("SECKILL.TRY", key, user, qty, "ID", attempt_id), replicas, timeout_ms)
-            return code, (0 if retrier.retries else acked)
-        except Exception as error:  # noqa: BLE001 - sorted right below
-            if not is_retryable(error):
-                raise
-            yield Sleep(retrier.backoff(error))
+    try_cmd = ("SECKILL.TRY", key, user, qty, "ID", attempt_id)
+    code, acked = yield from retried_effect(retrier, TryAndWait(key, try_cmd, replicas, timeout_ms))
+    return code, (0 if retrier.retries else acked)
 
 
 def cancel(policy: RetryPolicy, key: str, user: User, qty: Optional[int]) -> Operation[int]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import redis
 
-from ._effects import Call, Operation, Sleep
+from ._effects import Call, Effect, Operation, Sleep
 from .errors import OutcomeUnknownError
 
 # MOVED and ASK are the redis-py cluster client's to follow; one that reaches the package ran
@@ -80,11 +80,16 @@ class Retrier:
 
 
 def retried(retrier: Retrier, *args: Any) -> Operation[Any]:
-    """The command ``args`` under ``retrier``: a retryable failure is sent again after a backoff
-    while the deadline allows, then becomes ``OutcomeUnknownError``."""
+    """The command ``args`` under ``retrier``: see ``retried_effect``."""
+    return (yield from retried_effect(retrier, Call(args)))
+
+
+def retried_effect(retrier: Retrier, effect: Effect) -> Operation[Any]:
+    """``effect`` under ``retrier``: a retryable failure is sent again after a backoff while the
+    deadline allows, then becomes ``OutcomeUnknownError``."""
     while True:
         try:
-            return (yield Call(args))
+            return (yield effect)
         except Exception as error:  # noqa: BLE001 - sorted right below
             if not is_retryable(error):
                 raise
