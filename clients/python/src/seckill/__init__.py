@@ -16,6 +16,8 @@ from .errors import (
     BadManifestError,
     ContendedError,
     InvalidArgumentError,
+    LockLost,
+    LockTimeout,
     ModuleMissingError,
     ModuleTooOldError,
     NoHoldsError,
@@ -25,6 +27,7 @@ from .errors import (
     SeckillError,
 )
 from .flash_sale import FlashSale
+from .lock import Lock, LockGuard
 from .info import Buyer, ClientStats, PartitionInfo, SaleEvent, SaleInfo
 from .partitioned import CREATE_CLAIM_MS, DEFAULT_SEAL_MS, PartitionedSale, partition_of
 from .protocol import ENDED, MAX_PARTITIONS, MIN_MODULE_VERSION, NOT_STARTED, OVER_LIMIT, SOLD_OUT
@@ -50,6 +53,10 @@ __all__ = [
     "DEFAULT_SEAL_MS",
     "ENDED",
     "InvalidArgumentError",
+    "Lock",
+    "LockGuard",
+    "LockLost",
+    "LockTimeout",
     "MAX_PARTITIONS",
     "NOT_STARTED",
     "NoSaleError",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Generator, Tuple, TypeVar, Union, cast
+from typing import Any, Callable, Generator, Tuple, TypeVar, Union, cast
 
 import redis
 
@@ -134,6 +134,12 @@ def perform(client: Any, effect: Effect) -> Any:
 
 def run(operation: Operation[T], client: Any) -> T:
     """Runs ``operation`` to its end on the sync ``client``."""
+    return drive(operation, lambda effect: perform(client, effect))
+
+
+def drive(operation: Generator[Any, Any, T], perform_one: Callable[[Any], Any]) -> T:
+    """Runs ``operation`` to its end, each effect it yields done by ``perform_one`` (its result
+    sent back in, its error thrown in)."""
     reply: Any = None
     failure: BaseException | None = None
     while True:
@@ -143,6 +149,6 @@ def run(operation: Operation[T], client: Any) -> T:
             return done.value  # type: ignore[no-any-return]
         reply, failure = None, None
         try:
-            reply = perform(client, effect)
+            reply = perform_one(effect)
         except BaseException as error:  # noqa: BLE001 - thrown into the operation
             failure = error

@@ -93,3 +93,25 @@ class ModuleTooOldError(SeckillError):
             f"{MIN_MODULE_VERSION} or later: load a newer libseckill.so"
         )
         self.found = found
+
+
+class LockTimeout(SeckillError):
+    """``hold`` was not granted the lock within ``wait_ms``; ``reason`` says why (another holder
+    kept it, no replica acknowledged the grant, or the server did not answer). Nothing is
+    left held."""
+
+    def __init__(self, name: str, reason: str):
+        super().__init__(f"lock {name!r} not granted: {reason}")
+        self.name = name
+        self.reason = reason
+
+
+class LockLost(SeckillError):
+    """The guard's lease is lost, or may be: the server gave the lock up or to another holder
+    (``LOCK.EXTEND`` answered 0), or no renewal succeeded before the lease's local deadline.
+    Stop before the next side effect; a fenced write of this holder's would be refused."""
+
+    def __init__(self, name: str, reason: str):
+        super().__init__(f"lock {name!r} lost: {reason}")
+        self.name = name
+        self.reason = reason

@@ -44,7 +44,8 @@ def is_retryable(error: BaseException) -> bool:
         return True
     retryable_types = tuple(
         getattr(redis.exceptions, name)
-        for name in ("ClusterDownError", "TryAgainError", "ReadOnlyError", "MasterDownError")
+        # AskError: MOVED too (its subclass), raised by the lock's own connections.
+        for name in ("ClusterDownError", "TryAgainError", "ReadOnlyError", "MasterDownError", "AskError")
         if hasattr(redis.exceptions, name)
     )
     if isinstance(error, retryable_types):

@@ -13,7 +13,7 @@ one-at-a-time rule are asyncio waits, so no call blocks the loop.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Awaitable, Callable, Dict, Generator, List, Optional, Tuple
 
 import redis
 import redis.asyncio
@@ -28,7 +28,7 @@ from ..retry import RetryPolicy
 from ..sale import OneKeyOps
 from ..spec import SaleSpec
 
-__all__ = ["FlashSale", "PartitionedSale", "Sale", "run"]
+__all__ = ["FlashSale", "Lock", "LockGuard", "PartitionedSale", "Sale", "run"]
 
 
 async def _call(client: Any, *args: Any) -> Any:
@@ -114,6 +114,11 @@ async def _perform(client: Any, effect: Effect) -> Any:
 async def run(operation: Operation[Any], client: Any) -> Any:
     """Runs ``operation`` to its end on the asyncio ``client``. A cancelled task's
     CancelledError is thrown into the operation, so its locks are released on the way out."""
+    return await drive(operation, lambda effect: _perform(client, effect))
+
+
+async def drive(operation: Generator[Any, Any, Any], perform_one: Callable[[Any], Awaitable[Any]]) -> Any:
+    """``seckill._effects.drive`` on the event loop: each effect awaited."""
     reply: Any = None
     failure: Optional[BaseException] = None
     while True:
@@ -123,7 +128,7 @@ async def run(operation: Operation[Any], client: Any) -> Any:
             return done.value
         reply, failure = None, None
         try:
-            reply = await _perform(client, effect)
+            reply = await perform_one(effect)
         except BaseException as error:  # noqa: BLE001 - thrown into the operation
             failure = error
 
@@ -244,3 +249,7 @@ class PartitionedSale(PartitionedOps, FlashSale):
         """See ``seckill.PartitionedSale.partition_infos``."""
         infos: List[PartitionInfo] = await self._run(self._partition_infos_op())
         return infos
+
+
+# Last: the lock's module uses this one's driver.
+from .lock import Lock, LockGuard  # noqa: E402

@@ -1,0 +1,179 @@
+"""A lock on the module's ``LOCK.*`` commands: fenced, renewed by a watchdog while held, and
+the holder told the moment it lost it.
+
+    from seckill import Lock, LockLost
+
+    lock = Lock(client, "lock:stock", ttl_ms=30_000)
+    with lock.hold(wait_ms=5_000) as guard:
+        rows = slow_http_call()          # the watchdog keeps the lease meanwhile
+        guard.check()                    # LockLost if the lease is gone: stop here
+        db.execute("UPDATE stock SET qty = :q, fence = :f WHERE id = 1 AND fence < :f",
+                   {"q": rows, "f": guard.fence})
+
+Waiting is the server's (``LOCK.ACQUIRE ... WAIT``, FIFO, handed over at release or expiry);
+the lease and the loss signal are ``seckill._lock``'s, shared with ``seckill.asyncio``."""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import TracebackType
+from typing import Any, Dict, List, Optional, Type, cast
+
+import redis
+
+from . import _lock
+from ._effects import Sleep, drive, refresh_topology
+from ._lock import DEFAULT_REPLICA_TIMEOUT_MS, DEFAULT_TTL_MS, GuardState, LockSettings, NodeCall, ReplicaCount
+from .errors import translate
+
+__all__ = ["Lock", "LockGuard"]
+
+
+class NodeConnections:
+    """The lock's own connections, per master, made with the application's client's settings
+    (address, credentials, protocol, TLS): the lock's calls time out on its own terms and
+    never ride the client's retries. Idle ones are kept for the next call."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self._idle: Dict[str, List[Any]] = {}
+        self._mutex = threading.Lock()
+
+    def _pool(self, key: str) -> Any:
+        if isinstance(self.client, redis.RedisCluster):
+            node = cast(Any, self.client).get_node_from_key(key)
+            return node.name, node.redis_connection.connection_pool
+        return "", self.client.connection_pool
+
+    def perform(self, effect: Any) -> Any:
+        if isinstance(effect, Sleep):
+            time.sleep(effect.seconds)
+            return None
+        assert isinstance(effect, NodeCall)
+        address, pool = self._pool(effect.key)
+        with self._mutex:
+            idle = self._idle.setdefault(address, [])
+            connection = idle.pop() if idle else pool.connection_class(**pool.connection_kwargs)
+        try:
+            replies = _exchange(connection, effect)
+        except BaseException as error:
+            connection.disconnect()
+            if isinstance(error, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
+                refresh_topology(self.client)
+            elif isinstance(error, redis.exceptions.AskError):  # MOVED too: the slot moved
+                refresh_topology(self.client)
+            elif isinstance(error, redis.exceptions.ResponseError):
+                raise translate(error) from error
+            raise
+        with self._mutex:
+            self._idle[address].append(connection)
+        return replies
+
+    def close(self) -> None:
+        with self._mutex:
+            connections = [c for idle in self._idle.values() for c in idle]
+            self._idle.clear()
+        for connection in connections:
+            connection.disconnect()
+
+
+def _exchange(connection: Any, effect: NodeCall) -> List[Any]:
+    deadline = time.monotonic() + effect.timeout_s
+    connection.send_packed_command(connection.pack_commands(effect.commands))
+    replies = []
+    for _ in effect.commands:
+        if not connection.can_read(timeout=max(deadline - time.monotonic(), 0.0)):
+            raise redis.exceptions.TimeoutError(f"no answer within {effect.timeout_s:.3f} s")
+        replies.append(connection.read_response())
+    return replies
+
+
+class Lock:
+    """A lock named ``name`` on ``client`` (``redis.Redis`` or ``redis.RedisCluster``); see
+    ``seckill._lock.LockSettings`` for the settings. Checks every argument before it sends
+    anything (``InvalidArgumentError``). One ``Lock`` may be shared by threads: each ``hold``
+    is a guard of its own, with its own token."""
+
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        ttl_ms: int = DEFAULT_TTL_MS,
+        *,
+        renew_ms: Optional[int] = None,
+        max_hold_ms: Optional[int] = None,
+        replicas: Optional[int] = None,
+        replica_timeout_ms: int = DEFAULT_REPLICA_TIMEOUT_MS,
+        margin_ms: Optional[int] = None,
+    ) -> None:
+        self.settings = LockSettings.build(name, ttl_ms, renew_ms, max_hold_ms, replicas, replica_timeout_ms, margin_ms)
+        self.client = client
+        self.connections = NodeConnections(client)
+        self._replicas = ReplicaCount(self.settings.replicas)
+
+    @property
+    def name(self) -> str:
+        return self.settings.name
+
+    def hold(self, wait_ms: int = 5_000) -> "LockGuard":
+        """The lock, granted within ``wait_ms`` (0: try once), as a guard (a context manager
+        that releases it); ``LockTimeout`` when not granted in time."""
+        wait = _lock.check_wait(wait_ms)
+        token = _lock.new_token()
+        fence, sent, wanted = drive(_lock.hold(self.settings, self._replicas, token, wait), self.connections.perform)
+        return LockGuard(self, token, fence, sent, wanted)
+
+
+class LockGuard(GuardState):
+    """A granted lock: ``fence`` (send it with every write the lock protects), ``token``,
+    ``lost`` (a ``threading.Event``, set the moment the lease is known lost) and ``check()``.
+    A watchdog thread renews the lease until ``release()``."""
+
+    def __init__(self, lock: Lock, token: str, fence: int, sent: float, wanted: int) -> None:
+        super().__init__(lock.settings, token, fence, sent, wanted, threading.Event())
+        self._lock = lock
+        self._stop = threading.Event()
+        self._release_mutex = threading.Lock()
+        self._watchdog = threading.Thread(target=self._watch, name=f"seckill-lock:{self.name}", daemon=True)
+        self._watchdog.start()
+
+    def _watch(self) -> None:
+        def perform(effect: Any) -> Any:
+            if isinstance(effect, Sleep):
+                if self._stop.wait(effect.seconds):
+                    raise _lock.Stopped()
+                return None
+            return self._lock.connections.perform(effect)
+
+        try:
+            drive(_lock.watch(self), perform)
+        except _lock.Stopped:
+            pass
+
+    def release(self) -> bool:
+        """Stops the watchdog and releases the lock (it goes to the next waiter at once);
+        whether this guard still held it. Idempotent; never raises for a server that is gone
+        (the lease then runs out by itself)."""
+        with self._release_mutex:
+            if self.released:
+                return False
+            self.released = True
+        self._stop.set()
+        if threading.current_thread() is not self._watchdog:
+            self._watchdog.join()
+        try:
+            return bool(drive(_lock.release(self.settings, self.token), self._lock.connections.perform))
+        except redis.exceptions.RedisError:
+            return False
+
+    def __enter__(self) -> "LockGuard":
+        return self
+
+    def __exit__(
+        self,
+        kind: Optional[Type[BaseException]],
+        error: Optional[BaseException],
+        trace: Optional[TracebackType],
+    ) -> None:
+        self.release()
