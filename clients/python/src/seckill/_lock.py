@@ -203,10 +203,9 @@ def _with_wait(command: Tuple[Any, ...], replicas: int, timeout_ms: int) -> Tupl
 
 def grant(settings: LockSettings, replicas: ReplicaCount, token: str, wait_ms: int) -> Any:
     """The lock for ``token``, waiting up to ``wait_ms`` in the server's FIFO queue; the result:
-    ``(fence, send time of the granting call, replicas)``. A lost answer is asked again with the same
+    ``(fence, send time of the granting call)``. A lost answer is asked again with the same
     token (a grant to it answers the same fence) and waits only what is left of ``wait_ms``; a
-    grant no replica acknowledged in time is released and asked for again; the result also
-    says how many replicas the renewals ask for. ``LockTimeout``
+    grant no replica acknowledged in time is released and asked for again. ``LockTimeout``
     when not granted in time; then nothing is left held."""
     name = settings.name
     deadline = time.monotonic() + wait_ms / 1000
@@ -235,7 +234,7 @@ def grant(settings: LockSettings, replicas: ReplicaCount, token: str, wait_ms: i
             continue
         fence = replies[0]
         if fence is not None and (wanted == 0 or _int(replies[1]) >= wanted):
-            return _int(fence), sent, wanted
+            return _int(fence), sent
         if fence is not None:
             # Granted, but a failover now could lose the grant: hand it back, ask again.
             yield from _release_quietly(settings, token)
@@ -260,12 +259,14 @@ LOST = "lost"
 UNACKNOWLEDGED = "unacknowledged"
 
 
-def renew(settings: LockSettings, wanted: int, token: str, ttl_ms: int, timeout_s: float) -> Any:
+def renew(settings: LockSettings, replicas: ReplicaCount, token: str, ttl_ms: int, timeout_s: float) -> Any:
     """One ``LOCK.EXTEND`` (with ``WAIT`` when replicas are wanted): the send time when the
-    server and the replicas acknowledged it, ``LOST`` when the server says the token no longer
-    holds the lock, ``UNACKNOWLEDGED`` when no replica had it in time (the lease is not counted
-    longer: a promoted replica would not have it)."""
+    server and the replicas asked for acknowledged it, ``LOST`` when the server says the token
+    no longer holds the lock, ``UNACKNOWLEDGED`` when no replica had it in time (the lease is
+    not counted longer: a promoted replica would not have it; the replicas are counted again,
+    as a promotion may have left the master with none)."""
     name = settings.name
+    wanted = yield from replicas.count(name)
     sent = time.monotonic()
     replies = yield NodeCall(
         name, _with_wait(("LOCK.EXTEND", name, token, ttl_ms), wanted, settings.replica_timeout_ms), timeout_s
@@ -273,6 +274,7 @@ def renew(settings: LockSettings, wanted: int, token: str, ttl_ms: int, timeout_
     if _int(replies[0]) == 0:
         return LOST
     if wanted and _int(replies[1]) < wanted:
+        replicas.forget()
         return UNACKNOWLEDGED
     return sent
 
@@ -287,18 +289,18 @@ def hold(settings: LockSettings, replicas: ReplicaCount, token: str, wait_ms: in
     """``grant``, then, when the answer came late (the server kept the call waiting in its
     queue), one renewal at once: the lease is counted from a call's send, and the grant's may
     be long past."""
-    fence, sent, wanted = yield from grant(settings, replicas, token, wait_ms)
+    fence, sent = yield from grant(settings, replicas, token, wait_ms)
     if time.monotonic() - sent < settings.renew_ms / 1000:
-        return fence, sent, wanted
+        return fence, sent
     try:
-        renewed = yield from renew(settings, wanted, token, settings.ttl_ms, settings.ttl_ms / 1000)
+        renewed = yield from renew(settings, replicas, token, settings.ttl_ms, settings.ttl_ms / 1000)
     except Exception as error:  # noqa: BLE001 - sorted right below
         if not is_retryable(error):
             raise
         renewed = None  # the watchdog tries again right away
     if renewed == LOST:
         raise LockTimeout(settings.name, "the grant ran out before its answer arrived")
-    return fence, (renewed if isinstance(renewed, float) else sent), wanted
+    return fence, (renewed if isinstance(renewed, float) else sent)
 
 
 class Stopped(BaseException):
@@ -311,7 +313,9 @@ class GuardState:
     lease, and the loss signal (``lost``: a ``threading.Event`` or an ``asyncio.Event``, set
     once and never cleared)."""
 
-    def __init__(self, settings: LockSettings, token: str, fence: int, sent: float, wanted: int, lost: Any) -> None:
+    def __init__(
+        self, settings: LockSettings, replicas: ReplicaCount, token: str, fence: int, sent: float, lost: Any
+    ) -> None:
         self.settings = settings
         self.name = settings.name
         self.token = token
@@ -319,7 +323,7 @@ class GuardState:
         self.lost = lost
         self.lost_reason: Optional[str] = None
         self.lease = Lease(settings, sent)
-        self.replicas = wanted
+        self.replicas = replicas
         self.released = False
 
     def lose(self, reason: str) -> None:

@@ -54,7 +54,7 @@ class NodeConnections:
         address, pool = self._pool(effect.key)
         with self._mutex:
             idle = self._idle.setdefault(address, [])
-            connection = idle.pop() if idle else pool.connection_class(**pool.connection_kwargs)
+            connection = idle.pop() if idle else own_connection(pool.connection_class, pool.connection_kwargs)
         try:
             replies = _exchange(connection, effect)
         except BaseException as error:
@@ -76,6 +76,12 @@ class NodeConnections:
             self._idle.clear()
         for connection in connections:
             connection.disconnect()
+
+
+def own_connection(kind: Any, kwargs: Dict[str, Any]) -> Any:
+    """A connection made as the client's are, but with no socket timeout: each of the lock's
+    calls sets its own (a grant may wait in the server's queue far longer than a command)."""
+    return kind(**{**kwargs, "socket_timeout": None})
 
 
 def _exchange(connection: Any, effect: NodeCall) -> List[Any]:
@@ -110,7 +116,7 @@ class Lock:
         self.settings = LockSettings.build(name, ttl_ms, renew_ms, max_hold_ms, replicas, replica_timeout_ms, margin_ms)
         self.client = client
         self.connections = NodeConnections(client)
-        self._replicas = ReplicaCount(self.settings.replicas)
+        self.replicas = ReplicaCount(self.settings.replicas)
 
     @property
     def name(self) -> str:
@@ -121,8 +127,8 @@ class Lock:
         that releases it); ``LockTimeout`` when not granted in time."""
         wait = _lock.check_wait(wait_ms)
         token = _lock.new_token()
-        fence, sent, wanted = drive(_lock.hold(self.settings, self._replicas, token, wait), self.connections.perform)
-        return LockGuard(self, token, fence, sent, wanted)
+        fence, sent = drive(_lock.hold(self.settings, self.replicas, token, wait), self.connections.perform)
+        return LockGuard(self, token, fence, sent)
 
 
 class LockGuard(GuardState):
@@ -130,8 +136,8 @@ class LockGuard(GuardState):
     ``lost`` (a ``threading.Event``, set the moment the lease is known lost) and ``check()``.
     A watchdog thread renews the lease until ``release()``."""
 
-    def __init__(self, lock: Lock, token: str, fence: int, sent: float, wanted: int) -> None:
-        super().__init__(lock.settings, token, fence, sent, wanted, threading.Event())
+    def __init__(self, lock: Lock, token: str, fence: int, sent: float) -> None:
+        super().__init__(lock.settings, lock.replicas, token, fence, sent, threading.Event())
         self._lock = lock
         self._stop = threading.Event()
         self._release_mutex = threading.Lock()

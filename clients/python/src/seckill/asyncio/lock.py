@@ -22,6 +22,7 @@ from .. import _lock
 from .._effects import Sleep
 from .._lock import DEFAULT_REPLICA_TIMEOUT_MS, DEFAULT_TTL_MS, GuardState, LockSettings, NodeCall, ReplicaCount
 from ..errors import LockLost, translate
+from ..lock import own_connection
 from . import _refresh_topology, drive
 
 __all__ = ["Lock", "LockGuard"]
@@ -46,7 +47,7 @@ class NodeConnections:
             pool = client.connection_pool
             address, kind, kwargs = "", pool.connection_class, pool.connection_kwargs
         idle = self._idle.setdefault(address, [])
-        return address, (idle.pop() if idle else kind(**kwargs))
+        return address, (idle.pop() if idle else own_connection(kind, kwargs))
 
     async def perform(self, effect: Any) -> Any:
         if isinstance(effect, Sleep):
@@ -109,7 +110,7 @@ class Lock:
         self.settings = LockSettings.build(name, ttl_ms, renew_ms, max_hold_ms, replicas, replica_timeout_ms, margin_ms)
         self.client = client
         self.connections = NodeConnections(client)
-        self._replicas = ReplicaCount(self.settings.replicas)
+        self.replicas = ReplicaCount(self.settings.replicas)
 
     @property
     def name(self) -> str:
@@ -122,9 +123,9 @@ class Lock:
 
     async def _grant(self, wait_ms: int) -> "LockGuard":
         token = _lock.new_token()
-        operation = _lock.hold(self.settings, self._replicas, token, wait_ms)
-        fence, sent, wanted = await drive(operation, self.connections.perform)
-        return LockGuard(self, token, fence, sent, wanted)
+        operation = _lock.hold(self.settings, self.replicas, token, wait_ms)
+        fence, sent = await drive(operation, self.connections.perform)
+        return LockGuard(self, token, fence, sent)
 
 
 class Holding:
@@ -157,8 +158,8 @@ class LockGuard(GuardState):
     """``seckill.LockGuard`` on asyncio: ``fence``, ``token``, ``lost`` (an ``asyncio.Event``),
     ``check()``, ``await release()``, and ``await run(coro)``."""
 
-    def __init__(self, lock: Lock, token: str, fence: int, sent: float, wanted: int) -> None:
-        super().__init__(lock.settings, token, fence, sent, wanted, asyncio.Event())
+    def __init__(self, lock: Lock, token: str, fence: int, sent: float) -> None:
+        super().__init__(lock.settings, lock.replicas, token, fence, sent, asyncio.Event())
         self._lock = lock
         self._watchdog = asyncio.ensure_future(drive(_lock.watch(self), lock.connections.perform))
 
