@@ -23,6 +23,8 @@
 //! # Ok(()) }
 //! ```
 
+pub use crate::lock::tokio::{Lock, LockGuard};
+
 use crate::error::Result;
 use crate::flash_sale::ClientStats;
 use crate::info::{Buyer, PartitionInfo, SaleEvent, SaleInfo};

@@ -31,6 +31,14 @@ pub enum Error {
     ModuleTooOld { found: i64 },
     /// CONFIRM on a sale made without holds, where nothing is ever held.
     NoHolds,
+    /// `hold` was not granted the lock within its wait; `reason` says why (another holder
+    /// kept it, no replica acknowledged the grant, or the server did not answer). Nothing is
+    /// left held.
+    LockTimeout { name: String, reason: String },
+    /// The guard's lease is lost, or may be: the server gave the lock up or to another holder
+    /// (`LOCK.EXTEND` answered 0), or no renewal succeeded before the lease's local deadline.
+    /// Stop before the next side effect; a fenced write of this holder's would be refused.
+    LockLost { name: String, reason: String },
     /// Anything else from the connection or the server (I/O, cluster down, WRONGTYPE, ...).
     Redis(redis::RedisError),
 }
@@ -67,6 +75,8 @@ impl fmt::Display for Error {
                 crate::protocol::MIN_MODULE_VERSION
             ),
             Error::NoHolds => write!(f, "the sale has no holds to confirm (made without HOLD)"),
+            Error::LockTimeout { name, reason } => write!(f, "lock {name:?} not granted: {reason}"),
+            Error::LockLost { name, reason } => write!(f, "lock {name:?} lost: {reason}"),
             Error::Redis(e) => write!(f, "{e}"),
         }
     }
