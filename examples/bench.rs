@@ -477,6 +477,12 @@ fn main() {
         println!("{md}\n| target | measured | met |\n| --- | ---: | --- |\n{targets}");
         return;
     }
+    if args.iter().any(|a| a == "--locks-only") {
+        // Just the client libraries' locks, printed (`bench --locks-only`).
+        let (md, targets) = client_locks::section(&cfg);
+        println!("{md}\n| target | measured | met |\n| --- | ---: | --- |\n{targets}");
+        return;
+    }
     if args.iter().any(|a| a == "--async-only") {
         // Just the async clients' section, printed (`bench --async-only`).
         let (md, targets) = async_clients::section(&cfg);
@@ -783,6 +789,8 @@ fn main() {
     md.push_str(&cluster_md);
     let (async_md, async_targets) = async_clients::section(&cfg);
     md.push_str(&async_md);
+    let (locks_md, locks_targets) = client_locks::section(&cfg);
+    md.push_str(&locks_md);
     let targets = [
         (
             "SECKILL.TRY success >= 1.0x SADD at -P 16",
@@ -856,6 +864,7 @@ fn main() {
     }
     md.push_str(&cluster_targets);
     md.push_str(&async_targets);
+    md.push_str(&locks_targets);
     if smoke {
         writeln!(
             md,
@@ -1478,6 +1487,71 @@ mod async_clients {
         let targets = format!(
             "| async Rust client on one multiplexed connection >= 0.8x redis-benchmark -P 16 -c 16 | {ratio:.2}x | {} |\n",
             if ratio >= 0.8 { "yes" } else { "**no**" }
+        );
+        (md, targets)
+    }
+}
+
+/// The client libraries' locks against redis-py's own `Lock` (bench/python_locks.py):
+/// uncontended hold + release, and the handoff from a release to a waiting holder's grant.
+mod client_locks {
+    use super::Config;
+    use seckill_harness::Server;
+    use std::fmt::Write;
+    use std::path::Path;
+    use std::process::Command;
+
+    pub fn section(cfg: &Config) -> (String, String) {
+        let server = Server::start();
+        let holds = (cfg.requests / 30).max(300);
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let out = Command::new(root.join(".venv/bin/python"))
+            .arg(root.join("bench/python_locks.py"))
+            .args([server.port.to_string(), holds.to_string(), "50".to_string()])
+            .output()
+            .expect("bench/python_locks.py");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let n: Vec<f64> = text
+            .split_whitespace()
+            .filter_map(|v| v.parse().ok())
+            .collect();
+        assert_eq!(
+            n.len(),
+            10,
+            "bench/python_locks.py: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (ours, theirs) = (n[0], n[1]);
+        let mut md = String::new();
+        writeln!(
+            md,
+            "\n## Locks in the client libraries\n\n| Python, one thread ({holds} holds, 3 rounds interleaved, median) | holds/s | server µs per call |\n| --- | ---: | ---: |"
+        )
+        .unwrap();
+        writeln!(
+            md,
+            "| `seckill.Lock.hold(wait_ms=0)` + `release()` (LOCK.ACQUIRE, LOCK.RELEASE) | {ours:.0} | {:.2} + {:.2} |",
+            n[2], n[3]
+        )
+        .unwrap();
+        writeln!(
+            md,
+            "| redis-py `Lock.acquire(blocking=False)` + `release()` (SET NX PX, EVALSHA) | {theirs:.0} | {:.2} + {:.2} |",
+            n[4], n[5]
+        )
+        .unwrap();
+        writeln!(
+            md,
+            "\n| handoff, release to the waiter's grant (50 handoffs) | p50 ms | p99 ms |\n| --- | ---: | ---: |\n| `seckill.Lock`: the waiter waits in the server | {:.3} | {:.3} |\n| redis-py `Lock(blocking=True)`: the waiter polls | {:.3} | {:.3} |",
+            n[6], n[7], n[8], n[9]
+        )
+        .unwrap();
+        let uncontended = ours / theirs;
+        let handoff = n[8] / n[6];
+        let targets = format!(
+            "| Python lock uncontended hold + release >= 1.5x redis-py Lock | {uncontended:.2}x | {} |\n| Python lock handoff p50 >= 20x lower than redis-py's polling Lock | {handoff:.0}x | {} |\n",
+            if uncontended >= 1.5 { "yes" } else { "**no**" },
+            if handoff >= 20.0 { "yes" } else { "**no**" }
         );
         (md, targets)
     }

@@ -19,6 +19,7 @@ import redis.asyncio
 
 import seckill.asyncio
 from seckill import InvalidArgumentError, Lock, LockLost, LockTimeout
+from seckill.lock import WATCHDOG
 
 from conftest import PROTOCOL, wait_until
 
@@ -262,7 +263,6 @@ def test_a_hundred_threads_hold_one_lock_one_at_a_time_in_fence_order(server):
     lock = Lock(client, "lock:many", ttl_ms=300)
     inside, fences, overlaps = [0], [], []
     mutex = threading.Lock()
-    before = threading.active_count()
 
     def holder():
         with lock.hold(wait_ms=60_000) as guard:
@@ -282,8 +282,18 @@ def test_a_hundred_threads_hold_one_lock_one_at_a_time_in_fence_order(server):
         thread.join()
     assert len(fences) == 100 and max(overlaps) == 1, "never two holders at once"
     assert fences == sorted(fences) and len(set(fences)) == 100, "fences strictly increase in grant order"
-    assert threading.active_count() == before, "no watchdog thread outlives its guard"
     assert _owner(client, "lock:many") is None
+    _no_renewal_outlives_its_guard(client)
+
+
+def _no_renewal_outlives_its_guard(client) -> None:
+    """Nothing is left to renew, and no LOCK.EXTEND reaches the server over three renewal
+    periods (of the 300 ms leases above) after the last release."""
+    assert WATCHDOG.watched() == 0
+    extends = lambda: int(client.info("commandstats").get("cmdstat_lock.extend", {}).get("calls", 0))
+    before = extends()
+    time.sleep(0.3)  # an absence: nothing to await
+    assert extends() == before, "a released guard was renewed"
 
 
 def test_a_hundred_tasks_hold_one_lock_one_at_a_time_and_run_is_cancelled_on_loss(server):
@@ -305,6 +315,7 @@ def test_a_hundred_tasks_hold_one_lock_one_at_a_time_and_run_is_cancelled_on_los
         assert len(fences) == 100 and max(overlaps) == 1, "never two holders at once"
         assert fences == sorted(fences) and len(set(fences)) == 100
         assert asyncio.all_tasks() == {asyncio.current_task()}, "no watchdog task outlives its guard"
+        _no_renewal_outlives_its_guard(redis.Redis(port=server))
 
         # run(): the routine is cancelled the moment the lease is lost (the server paused).
         admin = redis.asyncio.Redis(port=server)

@@ -303,11 +303,6 @@ def hold(settings: LockSettings, replicas: ReplicaCount, token: str, wait_ms: in
     return fence, (renewed if isinstance(renewed, float) else sent)
 
 
-class Stopped(BaseException):
-    """Thrown into a watchdog when its guard is released (not an ``Exception``: nothing in
-    the watchdog may take it for a failed call)."""
-
-
 class GuardState:
     """A guard's state, shared by the sync and the asyncio guards: its token and fence, the
     lease, and the loss signal (``lost``: a ``threading.Event`` or an ``asyncio.Event``, set
@@ -338,43 +333,70 @@ class GuardState:
         if self.released:
             raise LockLost(self.name, "the guard was released")
         if self.lease.expired(time.monotonic()):
-            self.lose(_PAST_DEADLINE)
+            self.lose(PAST_DEADLINE)
         if self.lost.is_set():
             raise LockLost(self.name, self.lost_reason or "lost")
 
 
-_PAST_DEADLINE = "no renewal was acknowledged before the lease's local deadline (ttl_ms - margin_ms after the last)"
+PAST_DEADLINE = "no renewal was acknowledged before the lease's local deadline (ttl_ms - margin_ms after the last)"
+
+
+def next_step(guard: GuardState, now: float) -> Union[float, Tuple[int, float], None]:
+    """What the watchdog does next for ``guard``: wait this many seconds (a float), renew now
+    (``(ttl_ms, timeout_s)``: the answer awaited no later than the deadline), or nothing ever
+    again (None: the deadline passed with no renewal acknowledged, and ``lost`` is set)."""
+    lease = guard.lease
+    if lease.expired(now):
+        guard.lose(PAST_DEADLINE)
+        return None
+    delay = lease.delay(now)
+    if delay > 0:
+        return delay
+    ttl = lease.renewal_ttl(now)
+    assert ttl is not None  # delay() waits for the deadline when there is no renewal
+    return ttl, lease.deadline - now
+
+
+def record(guard: GuardState, ttl_ms: int, outcome: Any) -> bool:
+    """Takes a renewal's outcome (a send time, ``LOST``, ``UNACKNOWLEDGED`` or the error it
+    raised) into the lease; whether the watchdog goes on."""
+    if isinstance(outcome, BaseException):
+        if not is_retryable(outcome):
+            guard.lose(f"LOCK.EXTEND failed: {outcome}")
+            return False
+        guard.lease.failed(time.monotonic())
+        return True
+    if outcome == LOST:
+        guard.lose("LOCK.EXTEND answered 0: the lease expired or went to another holder")
+        return False
+    if outcome == UNACKNOWLEDGED:
+        guard.lease.failed(time.monotonic())
+        return True
+    guard.lease.renewed(outcome, ttl_ms)
+    return True
+
+
+def renewal(guard: GuardState, ttl_ms: int, timeout_s: float) -> Any:
+    """One renewal of ``guard``'s lease: its outcome, or the error it raised, for ``record``."""
+    try:
+        return (yield from renew(guard.settings, guard.replicas, guard.token, ttl_ms, timeout_s))
+    except Exception as error:  # noqa: BLE001 - record sorts it
+        return error
 
 
 def watch(guard: GuardState) -> Any:
-    """The watchdog: renews the lease every ``renew_ms`` until the guard is released (the
-    driver throws ``Stopped`` into a ``Sleep``), and sets ``lost`` the moment the server says
-    the lease is gone or the deadline passes with no renewal acknowledged. Each renewal's
-    answer is awaited no later than the deadline."""
-    lease = guard.lease
+    """The watchdog as one operation (the asyncio guard's task): renews the lease every
+    ``renew_ms`` until the guard is released (the task is cancelled), and sets ``lost`` the
+    moment the server says the lease is gone or the deadline passes with no renewal
+    acknowledged."""
     while True:
-        now = time.monotonic()
-        if lease.expired(now):
-            guard.lose(_PAST_DEADLINE)
+        step = next_step(guard, time.monotonic())
+        if step is None:
             return
-        delay = lease.delay(now)
-        if delay > 0:
-            yield Sleep(delay)
+        if isinstance(step, float):
+            yield Sleep(step)
             continue
-        ttl = lease.renewal_ttl(now)
-        assert ttl is not None  # delay() waits for the deadline when there is no renewal
-        try:
-            outcome = yield from renew(guard.settings, guard.replicas, guard.token, ttl, lease.deadline - now)
-        except Exception as error:  # noqa: BLE001 - sorted right below
-            if not is_retryable(error):
-                guard.lose(f"LOCK.EXTEND failed: {error}")
-                return
-            lease.failed(time.monotonic())
-            continue
-        if outcome == LOST:
-            guard.lose("LOCK.EXTEND answered 0: the lease expired or went to another holder")
+        ttl, timeout = step
+        outcome = yield from renewal(guard, ttl, timeout)
+        if not record(guard, ttl, outcome):
             return
-        if outcome == UNACKNOWLEDGED:
-            lease.failed(time.monotonic())
-            continue
-        lease.renewed(outcome, ttl)
