@@ -194,3 +194,12 @@ fn python_asyncio_example_sells_exactly_the_stock() {
     let out = run_python_example("asyncio_sale.py");
     assert!(out.contains("100 winners, sold 100 of 100"), "{out}");
 }
+
+#[test]
+fn python_fenced_lock_example_refuses_the_stale_write() {
+    let out = run_python_example("fenced_lock.py");
+    assert!(
+        out.contains("20 refills, fences increasing, a stale write refused"),
+        "{out}"
+    );
+}

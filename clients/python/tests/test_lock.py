@@ -338,3 +338,15 @@ def test_a_hundred_tasks_hold_one_lock_one_at_a_time_and_run_is_cancelled_on_los
         await client.aclose() if hasattr(client, "aclose") else await client.close()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/locks.md"])
+def test_the_lock_example_runs(server, page):
+    """The fenced-lock block of the README and of docs/locks.md, on this test's server."""
+    import pathlib
+
+    text = (pathlib.Path(__file__).resolve().parents[3] / page).read_text(encoding="utf-8")
+    block = text.split("<!-- lock-example -->\n```python\n", 1)[1].split("```", 1)[0]
+    block = block.replace("redis.Redis()", f"redis.Redis(port={server}, protocol={PROTOCOL})")
+    exec(compile(block, page, "exec"), {})
+    assert _owner(redis.Redis(port=server), "lock:stock:42") is None, "released by the with"
