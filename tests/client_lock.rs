@@ -333,3 +333,38 @@ fn a_hundred_tasks_hold_one_lock_one_at_a_time_in_fence_order() {
         );
     });
 }
+
+#[test]
+fn on_a_cluster_the_lock_follows_moved_to_the_master_of_its_key_with_replicated_grants() {
+    let nodes = seckill_harness::start_cluster_with_replicas(3, 1, &[]);
+    let seed = client(&nodes[0]);
+    let cluster = redis::cluster::ClusterClient::new(vec![nodes[0].url()]).unwrap();
+    let mut routed = cluster.get_connection().unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    for n in 0..6 {
+        let name = format!("lock:cluster:{n}");
+        // Most of these keys live on another master than the one the lock was given.
+        let guard = Lock::new(seed.clone(), &name, 10_000)
+            .unwrap()
+            .hold(5_000)
+            .unwrap();
+        let reply: Vec<redis::Value> = redis::cmd("LOCK.INFO")
+            .arg(&name)
+            .query(&mut routed)
+            .unwrap();
+        assert_eq!(
+            reply[1],
+            redis::Value::BulkString(guard.token().as_bytes().to_vec())
+        );
+        guard.check().unwrap();
+        let fence = guard.fence();
+        assert!(guard.release());
+        let lock = seckill_client::aio::Lock::new(seed.clone(), &name, 10_000).unwrap();
+        runtime.block_on(async {
+            let guard = lock.hold(5_000).await.unwrap();
+            assert!(guard.fence() > fence);
+            guard.check().unwrap();
+            assert!(guard.release().await);
+        });
+    }
+}

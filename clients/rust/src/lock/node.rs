@@ -27,12 +27,12 @@ impl Target {
     }
 
     fn follow(&mut self, e: &redis::RedisError) {
-        if let Some((host, port)) = e.redirect_node() {
+        if let Some((host, port)) = redirect(e) {
             let info = self
                 .seed
                 .get_connection_info()
                 .clone()
-                .set_addr(ConnectionAddr::Tcp(host.to_string(), port));
+                .set_addr(ConnectionAddr::Tcp(host, port));
             if let Ok(moved) = Client::open(info) {
                 self.current = moved;
             }
@@ -40,6 +40,20 @@ impl Target {
             self.current = self.seed.clone();
         }
     }
+}
+
+/// The node a MOVED or ASK names, of a command or of any command of a pipeline:
+/// `MOVED <slot> <host>:<port>`.
+pub(crate) fn redirect(e: &redis::RedisError) -> Option<(String, u16)> {
+    let errors = e.clone().into_server_errors()?;
+    let detail = errors
+        .iter()
+        .find(|(_, error)| matches!(error.code(), "MOVED" | "ASK"))?
+        .1
+        .details()?
+        .to_string();
+    let (host, port) = detail.split_ascii_whitespace().nth(1)?.rsplit_once(':')?;
+    Some((host.to_string(), port.parse().ok()?))
 }
 
 /// A sync connection; `pause` waits on `stop` (the guard's release) when it has one.

@@ -29,6 +29,22 @@ pub(crate) trait NodeLink {
     fn pause(&mut self, wait: Duration) -> impl Future<Output = bool> + Send;
 }
 
+/// `pipe` on `link`, sent again (up to 3 times) to the master a MOVED or ASK names: a new
+/// link starts at the node the lock was given, which may not serve the key.
+async fn call<L: NodeLink>(
+    link: &mut L,
+    pipe: &Pipeline,
+    timeout: Duration,
+) -> RedisResult<Vec<Value>> {
+    let mut redirects = 0;
+    loop {
+        match link.call(pipe, timeout).await {
+            Err(e) if redirects < 3 && super::node::redirect(&e).is_some() => redirects += 1,
+            other => return other,
+        }
+    }
+}
+
 fn int(value: &Value) -> Option<i64> {
     match value {
         Value::Int(n) => Some(*n),
@@ -59,7 +75,7 @@ impl ReplicaCount {
         if let Some(detected) = *self.detected.lock().unwrap_or_else(|e| e.into_inner()) {
             return Ok(detected);
         }
-        let replies = link.call(redis::pipe().cmd("ROLE"), GRACE).await?;
+        let replies = call(link, redis::pipe().cmd("ROLE"), GRACE).await?;
         let replicas = match replies.first() {
             Some(Value::Array(role)) if is_master(role) => match role.get(2) {
                 Some(Value::Array(list)) => list.len() as u64,
@@ -74,6 +90,13 @@ impl ReplicaCount {
 
     fn forget(&self) {
         *self.detected.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// After a failed call: a MOVED means another master, to be counted anew.
+    fn after(&self, e: &redis::RedisError) {
+        if super::node::redirect(e).is_some() {
+            self.forget();
+        }
     }
 }
 
@@ -134,12 +157,13 @@ async fn grant<L: NodeLink>(
             let pipe = with_wait(acquire, wanted, settings.replica_timeout_ms);
             let sent = Instant::now();
             let timeout = left + Duration::from_millis(settings.replica_timeout_ms) + GRACE;
-            Ok((link.call(&pipe, timeout).await?, wanted, sent))
+            Ok((call(link, &pipe, timeout).await?, wanted, sent))
         }
         .await;
         let (replies, wanted, sent) = match attempt {
             Ok(answer) => answer,
             Err(e) if is_retryable(&e) => {
+                replicas.after(&e);
                 reason = format!("no answer from the server ({e})");
                 if Instant::now() >= deadline {
                     release_quietly(link, settings, token).await;
@@ -256,7 +280,7 @@ pub(crate) async fn release<L: NodeLink>(
 ) -> RedisResult<bool> {
     let mut release = redis::pipe();
     release.cmd("LOCK.RELEASE").arg(&settings.name).arg(token);
-    let replies = link.call(&release, GRACE).await?;
+    let replies = call(link, &release, GRACE).await?;
     Ok(replies.first().and_then(int) == Some(1))
 }
 
@@ -359,7 +383,10 @@ pub(crate) async fn watch<L: NodeLink>(link: &mut L, guard: &GuardState, replica
                 return;
             }
             Ok(Renewal::Unacknowledged) => guard.lease().failed(settings, Instant::now()),
-            Err(e) if is_retryable(&e) => guard.lease().failed(settings, Instant::now()),
+            Err(e) if is_retryable(&e) => {
+                replicas.after(&e);
+                guard.lease().failed(settings, Instant::now());
+            }
             Err(e) => {
                 guard.lose(&format!("LOCK.EXTEND failed: {e}"));
                 return;

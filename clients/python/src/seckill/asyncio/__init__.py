@@ -13,7 +13,7 @@ one-at-a-time rule are asyncio waits, so no call blocks the loop.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Callable, Dict, Generator, List, Optional, Tuple
+from typing import Any, Awaitable, Callable, Dict, Generator, List, Optional, Set, Tuple
 
 import redis
 import redis.asyncio
@@ -38,12 +38,21 @@ async def _call(client: Any, *args: Any) -> Any:
         raise translate(error) from error
 
 
+# Clients whose slots are being asked for right now: one task asks, the others' retries use
+# the new map (redis-py 5's initialize() breaks when two run at once: "dictionary changed size").
+_refreshing: Set[int] = set()
+
+
 async def _refresh_topology(client: Any) -> None:
-    if isinstance(client, redis.asyncio.RedisCluster):
-        try:
-            await client.nodes_manager.initialize()
-        except redis.exceptions.RedisError:
-            pass  # no node answers yet: the retry waits and asks again
+    if not isinstance(client, redis.asyncio.RedisCluster) or id(client) in _refreshing:
+        return
+    _refreshing.add(id(client))
+    try:
+        await client.nodes_manager.initialize()
+    except redis.exceptions.RedisError:
+        pass  # no node answers yet: the retry waits and asks again
+    finally:
+        _refreshing.discard(id(client))
 
 
 # One plain client per cluster node for TRY + WAIT on one connection: the cluster client's
