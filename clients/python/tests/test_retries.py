@@ -3,9 +3,11 @@ server and through a SIGKILLed master are applied once; ``create`` checks everyt
 writes, gives its name back when its process is killed half way, and names a server without
 the module."""
 
+import asyncio
 import multiprocessing
 import os
 import signal
+import socket
 import threading
 import time
 
@@ -155,3 +157,73 @@ def test_a_server_without_the_module_is_named_before_any_write(bare_server):
         with pytest.raises(seckill.ModuleMissingError, match="--loadmodule"):
             PartitionedSale.create(client, "nomodule", SaleSpec(stock=10, partitions=2))
         assert client.dbsize() == 0
+
+
+def _sleeping(port: int, seconds: float) -> socket.socket:
+    """The server made busy for ``seconds`` (DEBUG SLEEP sent, its reply not awaited)."""
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.sendall(f"*3\r\n$5\r\nDEBUG\r\n$5\r\nSLEEP\r\n${len(str(seconds))}\r\n{seconds}\r\n".encode())
+    time.sleep(0.05)  # the DEBUG SLEEP arrives first (no reply can be awaited from a sleeping server)
+    return sock
+
+
+def _try_calls(port: int) -> int:
+    stats = redis.Redis(port=port).info("commandstats")
+    return int(stats.get("cmdstat_seckill.try", {}).get("calls", 0))
+
+
+@pytest.mark.parametrize("acked", [False, True])
+def test_the_underlying_clients_blind_retries_never_resend_a_purchase(server, acked):
+    """redis-py resends a timed-out command by itself (here: up to 5 times, at once); a purchase goes
+    on the package's own connection, so the only resends are the package's, under the attempt
+    id: with retries off (RetryPolicy.none()) a purchase that timed out reached the server once.
+    Through redis-py's path it is sent again once the server answers a new connection, and a resent TRY+WAIT would count replicas
+    for a write its connection never made."""
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    import redis.asyncio
+    import redis.asyncio.retry
+    import seckill.asyncio
+
+    def sync_client():
+        return redis.Redis(port=server, protocol=PROTOCOL, socket_timeout=0.1, retry=Retry(NoBackoff(), 5))
+
+    def async_client():
+        return redis.asyncio.Redis(port=server, protocol=PROTOCOL, socket_timeout=0.1,
+                                   retry=redis.asyncio.retry.Retry(NoBackoff(), 5))
+
+    def sync_buy(sale, user):
+        return sale.try_buy_acked(user, 1, replicas=0, timeout_ms=10) if acked else sale.try_buy(user)
+
+    async def async_buy(sale, user):
+        if acked:
+            return await sale.try_buy_acked(user, 1, replicas=0, timeout_ms=10)
+        return await sale.try_buy(user)
+
+    def check(key, before, sleeper):
+        sleeper.recv(16)  # the server is awake: the DEBUG SLEEP's +OK
+        sleeper.close()
+        assert _try_calls(server) - before == 1, f"{key}: the purchase was sent more than once"
+        assert seckill.Sale(redis.Redis(port=server), key).bought("u") == 1, "the one send bought"
+
+    key = f"blind:sync:{acked}"
+    seckill.Sale.create(redis.Redis(port=server), key, SaleSpec(stock=10, partitions=1))
+    sale = seckill.Sale(sync_client(), key, retry=RetryPolicy.none())
+    sync_buy(sale, "warm")  # the connection made before the server sleeps
+    before, sleeper = _try_calls(server), _sleeping(server, 0.25)
+    with pytest.raises(seckill.OutcomeUnknownError):
+        sync_buy(sale, "u")
+    check(key, before, sleeper)
+
+    async def main():
+        key = f"blind:asyncio:{acked}"
+        await seckill.asyncio.Sale.create(redis.asyncio.Redis(port=server), key, SaleSpec(stock=10, partitions=1))
+        sale = seckill.asyncio.Sale(async_client(), key, retry=RetryPolicy.none())
+        await async_buy(sale, "warm")
+        before, sleeper = _try_calls(server), _sleeping(server, 0.25)
+        with pytest.raises(seckill.OutcomeUnknownError):
+            await async_buy(sale, "u")
+        check(key, before, sleeper)
+
+    asyncio.run(main())

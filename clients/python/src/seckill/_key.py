@@ -6,11 +6,12 @@ from __future__ import annotations
 import os
 from typing import Any, List, Optional, Tuple
 
-from ._effects import Call, Operation, TryAndWait
+from ._effects import Call, Operation
+from ._node import NodeCall
 from .errors import InvalidArgumentError, ModuleMissingError, ModuleTooOldError
 from .info import Buyer, PartitionInfo, SaleEvent, User, as_bytes, as_text, buyer_rows, events_of, fields_of
 from .protocol import MIN_MODULE_VERSION
-from .retry import Retrier, RetryPolicy, retried, retried_effect
+from .retry import Retrier, RetryPolicy, retried_effect
 
 
 def new_attempt_id() -> str:
@@ -20,7 +21,9 @@ def new_attempt_id() -> str:
 
 def try_buy(retrier: Retrier, key: str, user: User, qty: int, attempt_id: str) -> Operation[int]:
     """``SECKILL.TRY key user qty ID attempt`` under ``retrier``: the command's code."""
-    return int((yield from retried(retrier, "SECKILL.TRY", key, user, qty, "ID", attempt_id)))
+    call = NodeCall(key, (("SECKILL.TRY", key, user, qty, "ID", attempt_id),))
+    (code,) = yield from retried_effect(retrier, call)
+    return int(code)
 
 
 def try_and_wait(
@@ -31,15 +34,16 @@ def try_and_wait(
     may have been made on a connection (or a master) gone since."""
     replicas, timeout_ms = wait
     try_cmd = ("SECKILL.TRY", key, user, qty, "ID", attempt_id)
-    code, acked = yield from retried_effect(retrier, TryAndWait(key, try_cmd, replicas, timeout_ms))
-    return code, (0 if retrier.retries else acked)
+    code, acked = yield from retried_effect(retrier, NodeCall(key, (try_cmd, ("WAIT", replicas, timeout_ms))))
+    return int(code), (0 if retrier.retries else int(acked))
 
 
 def cancel(policy: RetryPolicy, key: str, user: User, qty: Optional[int]) -> Operation[int]:
     """``SECKILL.CANCEL key user [qty] ID attempt``, retried under ``policy``."""
     attempt_id = new_attempt_id()
-    args: List[Any] = ["SECKILL.CANCEL", key, user] + ([qty] if qty is not None else []) + ["ID", attempt_id]
-    return int((yield from retried(Retrier(policy, attempt_id), *args)))
+    args: Tuple[Any, ...] = ("SECKILL.CANCEL", key, user) + ((qty,) if qty is not None else ()) + ("ID", attempt_id)
+    (returned,) = yield from retried_effect(Retrier(policy, attempt_id), NodeCall(key, (args,)))
+    return int(returned)
 
 
 def bought(key: str, user: User) -> Operation[int]:

@@ -2,10 +2,10 @@
 lease (a pure state machine on a monotonic clock: when to renew, when the lease is lost), and
 the grant, renewal and release written once as generators of ``NodeCall`` effects.
 
-A ``NodeCall`` runs its commands pipelined on one connection of the lock's own to the master
-that serves the key, and gives up after ``timeout_s``: the lock never waits on the
-application's client's retries or socket timeout, and a ``WAIT`` counts the writes of the
-connection that made them."""
+A ``NodeCall`` (``seckill._node``) runs its commands pipelined on one of the package's own
+connections to the master that serves the key, and gives up after ``timeout_s``: the lock never
+waits on the application's client's retries or socket timeout, and a ``WAIT`` counts the
+writes of the connection that made them."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, Tuple, Union
 
 from ._effects import Sleep
+from ._node import NodeCall
 from .errors import InvalidArgumentError, LockLost, LockTimeout
 from .info import as_text
 from .retry import is_retryable
@@ -27,16 +28,6 @@ DEFAULT_TTL_MS = 30_000
 DEFAULT_REPLICA_TIMEOUT_MS = 1_000
 #: The read timeout beyond a call's own wait: a server that answers nothing this long is gone.
 _GRACE_S = 1.0
-
-
-@dataclass(frozen=True)
-class NodeCall:
-    """``commands`` pipelined on one of the lock's connections to the master of ``key``; the
-    result: their replies, in order (an error reply raised as the package's type)."""
-
-    key: str
-    commands: Tuple[Tuple[Any, ...], ...]
-    timeout_s: float
 
 
 LockEffect = Union[NodeCall, Sleep]
@@ -221,7 +212,7 @@ def grant(settings: LockSettings, replicas: ReplicaCount, token: str, wait_ms: i
             commands = _with_wait(acquire, wanted, settings.replica_timeout_ms)
             sent = time.monotonic()
             timeout = max(left_ms, 0) / 1000 + settings.replica_timeout_ms / 1000 + _GRACE_S
-            replies = yield NodeCall(name, commands, timeout)
+            replies = yield NodeCall(name, commands, timeout, may_wait=True)
         except Exception as error:  # noqa: BLE001 - sorted right below
             if not is_retryable(error):
                 raise

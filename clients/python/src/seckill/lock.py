@@ -21,81 +21,15 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import Any, Dict, List, Optional, Tuple, Type, cast
+from typing import Any, List, Optional, Tuple, Type
 
 import redis
 
 from . import _lock
-from ._effects import Sleep, drive, refresh_topology
-from ._lock import DEFAULT_REPLICA_TIMEOUT_MS, DEFAULT_TTL_MS, GuardState, LockSettings, NodeCall, ReplicaCount
-from .errors import translate
+from ._effects import run
+from ._lock import DEFAULT_REPLICA_TIMEOUT_MS, DEFAULT_TTL_MS, GuardState, LockSettings, ReplicaCount
 
 __all__ = ["Lock", "LockGuard"]
-
-
-class NodeConnections:
-    """The lock's own connections, per master, made with the application's client's settings
-    (address, credentials, protocol, TLS): the lock's calls time out on its own terms and
-    never ride the client's retries. Idle ones are kept for the next call."""
-
-    def __init__(self, client: Any) -> None:
-        self.client = client
-        self._idle: Dict[str, List[Any]] = {}
-        self._mutex = threading.Lock()
-
-    def _pool(self, key: str) -> Any:
-        if isinstance(self.client, redis.RedisCluster):
-            node = cast(Any, self.client).get_node_from_key(key)
-            return node.name, node.redis_connection.connection_pool
-        return "", self.client.connection_pool
-
-    def perform(self, effect: Any) -> Any:
-        if isinstance(effect, Sleep):
-            time.sleep(effect.seconds)
-            return None
-        assert isinstance(effect, NodeCall)
-        address, pool = self._pool(effect.key)
-        with self._mutex:
-            idle = self._idle.setdefault(address, [])
-            connection = idle.pop() if idle else own_connection(pool.connection_class, pool.connection_kwargs)
-        try:
-            replies = _exchange(connection, effect)
-        except BaseException as error:
-            connection.disconnect()
-            if isinstance(error, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
-                refresh_topology(self.client)
-            elif isinstance(error, redis.exceptions.AskError):  # MOVED too: the slot moved
-                refresh_topology(self.client)
-            elif isinstance(error, redis.exceptions.ResponseError):
-                raise translate(error) from error
-            raise
-        with self._mutex:
-            self._idle[address].append(connection)
-        return replies
-
-    def close(self) -> None:
-        with self._mutex:
-            connections = [c for idle in self._idle.values() for c in idle]
-            self._idle.clear()
-        for connection in connections:
-            connection.disconnect()
-
-
-def own_connection(kind: Any, kwargs: Dict[str, Any]) -> Any:
-    """A connection made as the client's are, but with no socket timeout: each of the lock's
-    calls sets its own (a grant may wait in the server's queue far longer than a command)."""
-    return kind(**{**kwargs, "socket_timeout": None})
-
-
-def _exchange(connection: Any, effect: NodeCall) -> List[Any]:
-    deadline = time.monotonic() + effect.timeout_s
-    connection.send_packed_command(connection.pack_commands(effect.commands))
-    replies = []
-    for _ in effect.commands:
-        if not connection.can_read(timeout=max(deadline - time.monotonic(), 0.0)):
-            raise redis.exceptions.TimeoutError(f"no answer within {effect.timeout_s:.3f} s")
-        replies.append(connection.read_response())
-    return replies
 
 
 class Lock:
@@ -118,19 +52,22 @@ class Lock:
     ) -> None:
         self.settings = LockSettings.build(name, ttl_ms, renew_ms, max_hold_ms, replicas, replica_timeout_ms, margin_ms)
         self.client = client
-        self.connections = NodeConnections(client)
         self.replicas = ReplicaCount(self.settings.replicas)
 
     @property
     def name(self) -> str:
         return self.settings.name
 
+    def run(self, operation: Any) -> Any:
+        """A lock operation of ``seckill._lock``, on the package's own connections."""
+        return run(operation, self.client)
+
     def hold(self, wait_ms: int = 5_000) -> "LockGuard":
         """The lock, granted within ``wait_ms`` (0: try once), as a guard (a context manager
         that releases it); ``LockTimeout`` when not granted in time."""
         wait = _lock.check_wait(wait_ms)
         token = _lock.new_token()
-        fence, sent = drive(_lock.hold(self.settings, self.replicas, token, wait), self.connections.perform)
+        fence, sent = self.run(_lock.hold(self.settings, self.replicas, token, wait))
         return LockGuard(self, token, fence, sent)
 
 
@@ -208,7 +145,7 @@ class Watchdog:
 
     def _renew(self, guard: "LockGuard", ttl_ms: int, timeout_s: float) -> None:
         try:
-            outcome = drive(_lock.renewal(guard, ttl_ms, timeout_s), guard._lock.connections.perform)
+            outcome = guard._lock.run(_lock.renewal(guard, ttl_ms, timeout_s))
         finally:
             guard._renewing = False
         if guard.watched() and _lock.record(guard, ttl_ms, outcome):
@@ -243,7 +180,7 @@ class LockGuard(GuardState):
                 return False
             self.released = True  # the watchdog drops it (a renewal in flight is ignored)
         try:
-            return bool(drive(_lock.release(self.settings, self.token), self._lock.connections.perform))
+            return bool(self._lock.run(_lock.release(self.settings, self.token)))
         except redis.exceptions.RedisError:
             return False
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import redis
 
-from ._effects import Call, Effect, Operation, Sleep
+from ._effects import Effect, Operation, Sleep
 from .errors import OutcomeUnknownError
 
 # MOVED and ASK are the redis-py cluster client's to follow; one that reaches the package ran
@@ -78,11 +78,6 @@ class Retrier:
             raise OutcomeUnknownError(self.attempt_id, failure) from failure
         self.retries += 1
         return wait
-
-
-def retried(retrier: Retrier, *args: Any) -> Operation[Any]:
-    """The command ``args`` under ``retrier``: see ``retried_effect``."""
-    return (yield from retried_effect(retrier, Call(args)))
 
 
 def retried_effect(retrier: Retrier, effect: Effect) -> Operation[Any]:

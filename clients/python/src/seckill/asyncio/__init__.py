@@ -13,12 +13,14 @@ one-at-a-time rule are asyncio waits, so no call blocks the loop.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Callable, Dict, Generator, List, Optional, Set, Tuple
+from typing import Any, Awaitable, Callable, Generator, List, Optional, Tuple
 
 import redis
 import redis.asyncio
 
-from .._effects import Acquire, Call, Effect, Operation, Release, Sleep, TryAndWait
+from .._effects import Acquire, Call, Effect, Operation, Release, Sleep
+from .._node import NodeCall
+from ._node import nodes_of
 from .._turns import AsyncBuyerTurns
 from ..errors import translate
 from ..flash_sale import SaleOps
@@ -38,77 +40,14 @@ async def _call(client: Any, *args: Any) -> Any:
         raise translate(error) from error
 
 
-# Clients whose slots are being asked for right now: one task asks, the others' retries use
-# the new map (redis-py 5's initialize() breaks when two run at once: "dictionary changed size").
-_refreshing: Set[int] = set()
-
-
-async def _refresh_topology(client: Any) -> None:
-    if not isinstance(client, redis.asyncio.RedisCluster) or id(client) in _refreshing:
-        return
-    _refreshing.add(id(client))
-    try:
-        await client.nodes_manager.initialize()
-    except redis.exceptions.RedisError:
-        pass  # no node answers yet: the retry waits and asks again
-    finally:
-        _refreshing.discard(id(client))
-
-
-# One plain client per cluster node for TRY + WAIT on one connection: the cluster client's
-# pipeline would send WAIT to another node, or on another connection of the node's pool.
-_node_clients: Dict[Tuple[int, str], redis.asyncio.Redis] = {}
-
-
-def _node_client(cluster: Any, key: str) -> Any:
-    node = cluster.get_node_from_key(key)
-    found = _node_clients.get((id(cluster), node.name))
-    if found is None:
-        kwargs = node.connection_kwargs
-        found = redis.asyncio.Redis(
-            host=node.host,
-            port=node.port,
-            username=kwargs.get("username"),
-            password=kwargs.get("password"),
-            protocol=kwargs.get("protocol", 2),
-            socket_timeout=kwargs.get("socket_timeout"),
-            socket_connect_timeout=kwargs.get("socket_connect_timeout"),
-            max_connections=max(int(kwargs.get("max_connections") or 0), 1000),
-        )
-        _node_clients[(id(cluster), node.name)] = found
-    return found
-
-
-async def _try_and_wait(client: Any, effect: TryAndWait) -> Tuple[int, int]:
-    for _ in range(5):
-        cluster = isinstance(client, redis.asyncio.RedisCluster)
-        target = _node_client(client, effect.key) if cluster else client
-        pipe = target.pipeline(transaction=False)
-        pipe.execute_command(*effect.args)
-        pipe.execute_command("WAIT", effect.replicas, effect.timeout_ms)
-        try:
-            code, acked = await pipe.execute()
-            return int(code), int(acked)
-        except redis.exceptions.MovedError:
-            await _refresh_topology(client)
-        except redis.exceptions.AskError:
-            await asyncio.sleep(0.01)
-        except redis.exceptions.ResponseError as error:
-            raise translate(error) from error
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
-            await _refresh_topology(client)
-            raise
-    raise redis.exceptions.ClusterError(f"{effect.key} kept moving")
-
-
 async def _perform(client: Any, effect: Effect) -> Any:
     if isinstance(effect, Call):
         return await _call(client, *effect.args)
     if isinstance(effect, Sleep):
         await asyncio.sleep(effect.seconds)
         return None
-    if isinstance(effect, TryAndWait):
-        return await _try_and_wait(client, effect)
+    if isinstance(effect, NodeCall):
+        return await nodes_of(client).perform(effect)
     if isinstance(effect, Acquire):
         if not effect.blocking and effect.lock.locked():
             return False

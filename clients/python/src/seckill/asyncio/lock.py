@@ -11,84 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from types import TracebackType
-from typing import Any, Awaitable, Dict, Generator, List, Optional, Type, TypeVar
+from typing import Any, Awaitable, Generator, Optional, Type, TypeVar
 
 import redis
-import redis.asyncio
 
 from .. import _lock
-from .._effects import Sleep
-from .._lock import DEFAULT_REPLICA_TIMEOUT_MS, DEFAULT_TTL_MS, GuardState, LockSettings, NodeCall, ReplicaCount
-from ..errors import LockLost, translate
-from ..lock import own_connection
-from . import _refresh_topology, drive
+from .._lock import DEFAULT_REPLICA_TIMEOUT_MS, DEFAULT_TTL_MS, GuardState, LockSettings, ReplicaCount
+from ..errors import LockLost
+from . import run
 
 __all__ = ["Lock", "LockGuard"]
 
 T = TypeVar("T")
-
-
-class NodeConnections:
-    """``seckill.lock.NodeConnections`` on asyncio connections."""
-
-    def __init__(self, client: Any) -> None:
-        self.client = client
-        self._idle: Dict[str, List[Any]] = {}
-
-    async def _connection_for(self, key: str) -> Any:
-        client: Any = self.client
-        if isinstance(client, redis.asyncio.RedisCluster):
-            await client.initialize()
-            node: Any = client.get_node_from_key(key)
-            address, kind, kwargs = node.name, node.connection_class, node.connection_kwargs
-        else:
-            pool = client.connection_pool
-            address, kind, kwargs = "", pool.connection_class, pool.connection_kwargs
-        idle = self._idle.setdefault(address, [])
-        return address, (idle.pop() if idle else own_connection(kind, kwargs))
-
-    async def perform(self, effect: Any) -> Any:
-        if isinstance(effect, Sleep):
-            await asyncio.sleep(effect.seconds)
-            return None
-        assert isinstance(effect, NodeCall)
-        address, connection = await self._connection_for(effect.key)
-        try:
-            replies = await _exchange(connection, effect)
-        except BaseException as error:
-            # Cancelled half way too: the connection may hold an unread reply.
-            await connection.disconnect(nowait=True)
-            if isinstance(error, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
-                await _refresh_topology(self.client)
-            elif isinstance(error, redis.exceptions.AskError):  # MOVED too: the slot moved
-                await _refresh_topology(self.client)
-            elif isinstance(error, redis.exceptions.ResponseError):
-                raise translate(error) from error
-            raise
-        self._idle.setdefault(address, []).append(connection)
-        return replies
-
-    async def close(self) -> None:
-        connections = [c for idle in self._idle.values() for c in idle]
-        self._idle.clear()
-        for connection in connections:
-            await connection.disconnect()
-
-
-async def _exchange(connection: Any, effect: NodeCall) -> List[Any]:
-    deadline = time.monotonic() + effect.timeout_s
-    await connection.send_packed_command(connection.pack_commands(effect.commands))
-    replies = []
-    for _ in effect.commands:
-        left = max(deadline - time.monotonic(), 0.0)
-        # Not read_response(timeout=): it answers a timeout with None, which is also a nil reply.
-        try:
-            replies.append(await asyncio.wait_for(connection.read_response(), left))
-        except asyncio.TimeoutError as error:
-            raise redis.exceptions.TimeoutError(f"no answer within {effect.timeout_s:.3f} s") from error
-    return replies
 
 
 class Lock:
@@ -109,7 +44,6 @@ class Lock:
     ) -> None:
         self.settings = LockSettings.build(name, ttl_ms, renew_ms, max_hold_ms, replicas, replica_timeout_ms, margin_ms)
         self.client = client
-        self.connections = NodeConnections(client)
         self.replicas = ReplicaCount(self.settings.replicas)
 
     @property
@@ -124,7 +58,7 @@ class Lock:
     async def _grant(self, wait_ms: int) -> "LockGuard":
         token = _lock.new_token()
         operation = _lock.hold(self.settings, self.replicas, token, wait_ms)
-        fence, sent = await drive(operation, self.connections.perform)
+        fence, sent = await run(operation, self.client)
         return LockGuard(self, token, fence, sent)
 
 
@@ -161,7 +95,7 @@ class LockGuard(GuardState):
     def __init__(self, lock: Lock, token: str, fence: int, sent: float) -> None:
         super().__init__(lock.settings, lock.replicas, token, fence, sent, asyncio.Event())
         self._lock = lock
-        self._watchdog = asyncio.ensure_future(drive(_lock.watch(self), lock.connections.perform))
+        self._watchdog = asyncio.ensure_future(run(_lock.watch(self), lock.client))
 
     async def run(self, awaitable: Awaitable[T]) -> T:
         """Awaits ``awaitable`` and returns its result, unless the lease is lost first: then
@@ -190,6 +124,6 @@ class LockGuard(GuardState):
         with contextlib.suppress(asyncio.CancelledError):
             await self._watchdog
         try:
-            return bool(await drive(_lock.release(self.settings, self.token), self._lock.connections.perform))
+            return bool(await run(_lock.release(self.settings, self.token), self._lock.client))
         except redis.exceptions.RedisError:
             return False

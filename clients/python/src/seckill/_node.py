@@ -1,0 +1,144 @@
+"""The package's own connections, per master: where a command that must not be sent twice by
+anyone but the package goes (a purchase, a cancel, a lock's grant and renewals), and where a
+command and the ``WAIT`` after it share one connection.
+
+redis-py's clients resend a command whose answer was lost, on another connection, by
+themselves (``Retry``); for a purchase that is harmless only because its attempt id makes the
+repeat a no-op, and it still breaks ``WAIT``, which counts the writes of its own connection
+(a resent purchase changed nothing there, so ``WAIT`` answers at once with every replica).
+Here nothing is resent behind the package's back: a lost answer is the package's to retry,
+under the same attempt id (or lock token), within its own deadline.
+
+The connections are made with the application client's settings (address, credentials,
+protocol, TLS), to the master that serves the key in the client's slot map; MOVED relearns
+the map, ASK is followed once with ``ASKING``."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple, cast
+
+import redis
+
+from .errors import translate
+
+__all__ = ["NodeCall", "NodeConnections", "nodes_of", "own_connection"]
+
+
+@dataclass(frozen=True)
+class NodeCall:
+    """``commands`` pipelined on one of the package's connections to the master of ``key``;
+    the result: their replies, in order (an error reply raised as the package's type). Each
+    answer is awaited ``timeout_s`` at most (None: the client's socket timeout). ``may_wait``:
+    the call may wait in the server (a lock's grant in its queue)."""
+
+    key: str
+    commands: Tuple[Tuple[Any, ...], ...]
+    timeout_s: Optional[float] = None
+    may_wait: bool = False
+
+
+def own_connection(kind: Any, kwargs: Dict[str, Any]) -> Any:
+    """A connection made as the client's are (its socket timeout bounds the handshake and any
+    call without a ``timeout_s`` of its own)."""
+    return kind(**kwargs)
+
+
+def _is_ask(error: BaseException) -> bool:
+    return isinstance(error, redis.exceptions.AskError) and not isinstance(error, redis.exceptions.MovedError)
+
+
+class NodeConnections:
+    """The sync clients' own connections (one set per application client: ``nodes_of``).
+    Idle ones are kept for the next call; any failed one is closed."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self._idle: Dict[str, List[Any]] = {}
+        self._mutex = threading.Lock()
+        self._topology = threading.Lock()
+
+    def _pool(self, key: str, address: Optional[Tuple[str, int]]) -> Tuple[str, Any]:
+        if isinstance(self.client, redis.RedisCluster):
+            cluster = cast(Any, self.client)
+            if address is None:
+                node = cluster.get_node_from_key(key)
+            else:
+                node = cluster.get_node(host=address[0], port=address[1])
+                if node is None:  # a node the map does not know yet
+                    self.refresh_topology()
+                    raise redis.exceptions.TryAgainError(f"ASK to {address}, a node not in the slot map yet")
+            return node.name, node.redis_connection.connection_pool
+        return "", self.client.connection_pool
+
+    def refresh_topology(self) -> None:
+        """After a failed call: the cluster's slots asked again, by one thread at a time."""
+        if not isinstance(self.client, redis.RedisCluster) or not self._topology.acquire(blocking=False):
+            return
+        try:
+            self.client.nodes_manager.initialize()
+        except redis.exceptions.RedisError:
+            pass  # no node answers yet: the retry waits and asks again
+        finally:
+            self._topology.release()
+
+    def perform(self, effect: NodeCall) -> List[Any]:
+        try:
+            return self._call(effect, None)
+        except redis.exceptions.AskError as ask:
+            if not _is_ask(ask):
+                raise
+            # The key is being migrated and is already on its new owner: ask there, once.
+            asking = NodeCall(effect.key, (("ASKING",),) + effect.commands, effect.timeout_s, effect.may_wait)
+            return self._call(asking, (ask.host, ask.port))[1:]
+
+    def _call(self, effect: NodeCall, address: Optional[Tuple[str, int]]) -> List[Any]:
+        name, pool = self._pool(effect.key, address)
+        with self._mutex:
+            idle = self._idle.setdefault(name, [])
+            connection = idle.pop() if idle else own_connection(pool.connection_class, pool.connection_kwargs)
+        try:
+            replies = _exchange(connection, effect.commands, effect.timeout_s)
+        except BaseException as error:
+            connection.disconnect()
+            if isinstance(error, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
+                self.refresh_topology()
+            elif isinstance(error, redis.exceptions.MovedError):
+                self.refresh_topology()
+            elif isinstance(error, redis.exceptions.ResponseError) and not _is_ask(error):
+                raise translate(error) from error
+            raise
+        with self._mutex:
+            self._idle[name].append(connection)
+        return replies
+
+
+def _exchange(connection: Any, commands: Tuple[Tuple[Any, ...], ...], timeout: Optional[float]) -> List[Any]:
+    """The replies, each awaited until ``timeout`` from the send at most (None: each read
+    bounded by the connection's socket timeout)."""
+    connection.send_packed_command(connection.pack_commands(commands))
+    deadline = None if timeout is None else time.monotonic() + timeout
+    replies = []
+    for _ in commands:
+        if deadline is not None and not connection.can_read(timeout=max(deadline - time.monotonic(), 0.0)):
+            raise redis.exceptions.TimeoutError(f"no answer within {timeout:.3f} s")
+        replies.append(connection.read_response())
+    return replies
+
+
+_registry = threading.Lock()
+
+
+def nodes_of(client: Any) -> NodeConnections:
+    """The package's own connections for ``client``, made at its first use (kept on the client
+    object, so they live and go with it)."""
+    found = getattr(client, "_seckill_nodes", None)
+    if found is None:
+        with _registry:
+            found = getattr(client, "_seckill_nodes", None)
+            if found is None:
+                found = NodeConnections(client)
+                client._seckill_nodes = found
+    return cast(NodeConnections, found)
