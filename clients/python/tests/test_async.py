@@ -355,3 +355,132 @@ def test_a_mover_that_died_is_finished_by_asyncio_buyers(cluster):
         await client.aclose()
 
     asyncio.run(main())
+
+
+def _cli(*args: str) -> bool:
+    from conftest import CLI
+    import subprocess
+
+    return subprocess.run([CLI, *args], capture_output=True).returncode == 0
+
+
+def _cluster_nodes_listing(port: int) -> str:
+    listing = redis.Redis(port=port).execute_command("CLUSTER", "NODES")
+    return listing.decode() if isinstance(listing, bytes) else str(listing)
+
+
+def _owns_slots(port: int) -> bool:
+    me = redis.Redis(port=port).execute_command("CLUSTER", "MYID")
+    me = me.decode() if isinstance(me, bytes) else me
+    line = next(l for l in _cluster_nodes_listing(port).splitlines() if l.startswith(me))
+    return len(line.split()) > 8
+
+
+async def _sell_out_while(client, name: str, fault, stock: int = 4_000):
+    """``stock`` units over 16 partitions (LIMIT 1) to twice as many users from 64 asyncio
+    tasks, while ``fault()`` (a coroutine) runs: every unit sold exactly once, to a buyer told
+    so, nothing left in flight. Returns how many answers came while the fault ran."""
+    sale = await seckill.asyncio.PartitionedSale.create(
+        client, name, SaleSpec(stock=stock, partitions=16, limit=1), retry=RetryPolicy(deadline_s=60))
+    queue = [f"{name}:{n}" for n in range(2 * stock)]
+    random.Random(3).shuffle(queue)
+    told, progress = {}, [0]
+
+    async def buyer() -> None:
+        while queue:
+            user = queue.pop()
+            told[user] = 1 if await sale.try_buy(user) >= 0 else 0
+            progress[0] += 1
+
+    buyers = asyncio.gather(*(buyer() for _ in range(64)))
+    fault_task = asyncio.ensure_future(fault(sale, progress))
+    await buyers
+    during = await fault_task
+    info = await sale.info()
+    assert (info.sold, info.remaining, info.in_flight) == (stock, 0, 0), info
+    assert sum(told.values()) == stock
+    users, owned = list(told), []
+    for start in range(0, len(users), 100):  # the cluster client's pool: 100 calls at a time
+        owned += await asyncio.gather(*(sale.bought(user) for user in users[start:start + 100]))
+    assert dict(zip(users, owned)) == told, "each buyer owns what it was told"
+    return sale, during
+
+
+def test_asyncio_buyers_sell_out_exactly_through_a_cluster_failover(own_cluster):
+    async def main():
+        client = redis.asyncio.RedisCluster(host="127.0.0.1", port=own_cluster[0].port, protocol=PROTOCOL)
+
+        async def failover(sale, progress):
+            while progress[0] < 1_000:
+                await asyncio.sleep(0.005)
+            hot = client.get_node_from_key(sale.keys[0]).port
+            replica = next(n.port for n in own_cluster
+                           if redis.Redis(port=n.port).info("replication").get("master_port") == hot)
+            at = progress[0]
+            await asyncio.to_thread(redis.Redis(port=replica).execute_command, "CLUSTER", "FAILOVER")
+            while redis.Redis(port=replica).info("replication")["role"] != "master":
+                await asyncio.sleep(0.01)
+            return progress[0] - at, replica
+
+        sale, (during, replica) = await _sell_out_while(client, "afailover", failover)
+        print(f"{during} answers while the replica took over")
+        assert client.get_node_from_key(sale.keys[0]).port == replica
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_asyncio_buyers_sell_out_exactly_while_two_masters_join_and_the_cluster_rebalances(own_cluster, tmp_path):
+    from conftest import Node, _answers
+
+    joined = [Node(str(tmp_path), ["--cluster-enabled", "yes", "--cluster-node-timeout", "5000"]) for _ in range(2)]
+    try:
+        for node in joined:
+            wait_until(lambda: _answers(node.port), f"the server on {node.port}")
+        entry = f"127.0.0.1:{own_cluster[0].port}"
+        members = [n.port for n in own_cluster]
+        for node in joined:
+            assert _cli("--cluster", "add-node", f"127.0.0.1:{node.port}", entry)
+            members.append(node.port)
+            wait_until(lambda: all(
+                sum("connected" in l for l in _cluster_nodes_listing(p).splitlines()) == len(members)
+                for p in members), "every node to know every other")
+        done = threading.Event()
+        rebalanced = []
+
+        def rebalance():
+            # A node that still thinks the cluster is down refuses the keys MIGRATE brings it
+            # (CLUSTERDOWN), so rebalance fails; an operator runs it again, as this does.
+            for _ in range(3):
+                wait_until(lambda: all(redis.Redis(port=p).cluster("info")["cluster_state"] == "ok"
+                                       for p in members), "the cluster up")
+                if _cli("--cluster", "rebalance", entry, "--cluster-use-empty-masters"):
+                    rebalanced.append(True)
+                    break
+            done.set()
+
+        async def main():
+            client = redis.asyncio.RedisCluster(host="127.0.0.1", port=own_cluster[0].port, protocol=PROTOCOL)
+
+            async def grow(sale, progress):
+                thread = threading.Thread(target=rebalance)
+                thread.start()
+                at = progress[0]
+                while not done.is_set():
+                    await asyncio.sleep(0.01)
+                thread.join()
+                return progress[0] - at
+
+            sale, during = await _sell_out_while(client, "agrow", grow, stock=8_000)
+            print(f"{during} answers while the rebalance ran")
+            assert rebalanced, "rebalance failed three times"
+            assert during > 500, "the buyers were not buying while slots moved"
+            owners = {client.get_node_from_key(key).port for key in sale.keys}
+            assert any(_owns_slots(n.port) for n in joined)
+            assert owners & {n.port for n in joined}, "no partition moved to a new master"
+            await client.aclose()
+
+        asyncio.run(main())
+    finally:
+        for node in joined:
+            node.kill()
