@@ -105,6 +105,31 @@ class LockSettings:
         )
 
 
+class LockBase:
+    """What the sync and the asyncio ``Lock`` share: the settings, checked here before anything
+    is sent (``InvalidArgumentError``), the client, and the replica count."""
+
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        ttl_ms: int = DEFAULT_TTL_MS,
+        *,
+        renew_ms: Optional[int] = None,
+        max_hold_ms: Optional[int] = None,
+        replicas: Optional[int] = None,
+        replica_timeout_ms: int = DEFAULT_REPLICA_TIMEOUT_MS,
+        margin_ms: Optional[int] = None,
+    ) -> None:
+        self.settings = LockSettings.build(name, ttl_ms, renew_ms, max_hold_ms, replicas, replica_timeout_ms, margin_ms)
+        self.client = client
+        self.replicas = ReplicaCount(self.settings.replicas)
+
+    @property
+    def name(self) -> str:
+        return self.settings.name
+
+
 def new_token() -> str:
     """A guard's token: 32 random hex digits, never reused."""
     return os.urandom(16).hex()

@@ -27,36 +27,16 @@ import redis
 
 from . import _lock
 from ._effects import run
-from ._lock import DEFAULT_REPLICA_TIMEOUT_MS, DEFAULT_TTL_MS, GuardState, LockSettings, ReplicaCount
+from ._lock import GuardState, LockBase
 
 __all__ = ["Lock", "LockGuard"]
 
 
-class Lock:
+class Lock(LockBase):
     """A lock named ``name`` on ``client`` (``redis.Redis`` or ``redis.RedisCluster``); see
     ``seckill._lock.LockSettings`` for the settings. Checks every argument before it sends
     anything (``InvalidArgumentError``). One ``Lock`` may be shared by threads: each ``hold``
     is a guard of its own, with its own token."""
-
-    def __init__(
-        self,
-        client: Any,
-        name: str,
-        ttl_ms: int = DEFAULT_TTL_MS,
-        *,
-        renew_ms: Optional[int] = None,
-        max_hold_ms: Optional[int] = None,
-        replicas: Optional[int] = None,
-        replica_timeout_ms: int = DEFAULT_REPLICA_TIMEOUT_MS,
-        margin_ms: Optional[int] = None,
-    ) -> None:
-        self.settings = LockSettings.build(name, ttl_ms, renew_ms, max_hold_ms, replicas, replica_timeout_ms, margin_ms)
-        self.client = client
-        self.replicas = ReplicaCount(self.settings.replicas)
-
-    @property
-    def name(self) -> str:
-        return self.settings.name
 
     def run(self, operation: Any) -> Any:
         """A lock operation of ``seckill._lock``, on the package's own connections."""

@@ -80,27 +80,7 @@ pub struct Lock {
 }
 
 impl Lock {
-    /// A lock with a `ttl_ms` lease and the other options' defaults.
-    pub fn new(client: redis::Client, name: &str, ttl_ms: u64) -> Result<Lock> {
-        Lock::with_options(
-            client,
-            name,
-            LockOptions {
-                ttl_ms,
-                ..LockOptions::default()
-            },
-        )
-    }
-
-    pub fn with_options(client: redis::Client, name: &str, options: LockOptions) -> Result<Lock> {
-        Ok(Lock {
-            core: Arc::new(Core::new(client, name, &options)?),
-        })
-    }
-
-    pub fn name(&self) -> &str {
-        &self.core.settings.name
-    }
+    lock_constructors!();
 
     /// The lock, granted within `wait_ms` (0: try once), as a guard that releases it when
     /// dropped; [`crate::Error::LockTimeout`] when not granted in time.
@@ -147,29 +127,67 @@ pub struct LockGuard {
     watchdog: Option<(Sender<()>, JoinHandle<()>)>,
 }
 
-impl LockGuard {
-    /// The fencing token: greater than every earlier grant's of this lock, across failovers.
-    pub fn fence(&self) -> u64 {
-        self.state.fence
-    }
-
-    pub fn token(&self) -> &str {
-        &self.state.token
-    }
-
-    /// Whether the lease is known lost (set once, never cleared). It reads the clock itself:
-    /// a process frozen past its deadline knows at once on waking.
-    pub fn is_lost(&self) -> bool {
-        self.state.is_lost()
-    }
-
-    /// [`crate::Error::LockLost`] unless the lease is still known held.
-    pub fn check(&self) -> Result<()> {
-        if self.is_lost() {
-            return Err(self.state.lost_error());
+/// The constructors of a sync and an async lock (each a `core` of its own kind of link).
+macro_rules! lock_constructors {
+    () => {
+        /// A lock with a `ttl_ms` lease and the other options' defaults.
+        pub fn new(client: redis::Client, name: &str, ttl_ms: u64) -> $crate::error::Result<Lock> {
+            let options = $crate::lock::LockOptions {
+                ttl_ms,
+                ..$crate::lock::LockOptions::default()
+            };
+            Lock::with_options(client, name, options)
         }
-        Ok(())
-    }
+
+        pub fn with_options(
+            client: redis::Client,
+            name: &str,
+            options: $crate::lock::LockOptions,
+        ) -> $crate::error::Result<Lock> {
+            Ok(Lock {
+                core: std::sync::Arc::new($crate::lock::Core::new(client, name, &options)?),
+            })
+        }
+
+        pub fn name(&self) -> &str {
+            &self.core.settings.name
+        }
+    };
+}
+pub(crate) use lock_constructors;
+
+/// What a sync and an async guard both answer from their shared `state`.
+macro_rules! guard_accessors {
+    () => {
+        /// The fencing token: greater than every earlier grant's of this lock, across
+        /// failovers.
+        pub fn fence(&self) -> u64 {
+            self.state.fence
+        }
+
+        pub fn token(&self) -> &str {
+            &self.state.token
+        }
+
+        /// Whether the lease is known lost (set once, never cleared). It reads the clock
+        /// itself: a process frozen past its deadline knows at once on waking.
+        pub fn is_lost(&self) -> bool {
+            self.state.is_lost()
+        }
+
+        /// [`crate::Error::LockLost`] unless the lease is still known held.
+        pub fn check(&self) -> $crate::error::Result<()> {
+            if self.is_lost() {
+                return Err(self.state.lost_error());
+            }
+            Ok(())
+        }
+    };
+}
+pub(crate) use guard_accessors;
+
+impl LockGuard {
+    guard_accessors!();
 
     /// Stops the watchdog and releases the lock (it goes to the next waiter at once); whether
     /// this guard still held it. Never fails: a server that is gone lets the lease run out.

@@ -2,9 +2,9 @@
 //! driven on the runtime; the watchdog is a task, [`LockGuard::lost`] a future and
 //! [`LockGuard::run`] drops (cancels) the work the moment the lease is lost.
 
+use super::Core;
 use super::node::TokioNode;
 use super::ops::{self, GuardState};
-use super::{Core, LockOptions};
 use crate::error::Result;
 use crate::key::new_attempt_id;
 use std::future::{Future, poll_fn};
@@ -21,27 +21,7 @@ pub struct Lock {
 }
 
 impl Lock {
-    /// See [`crate::Lock::new`].
-    pub fn new(client: redis::Client, name: &str, ttl_ms: u64) -> Result<Lock> {
-        Lock::with_options(
-            client,
-            name,
-            LockOptions {
-                ttl_ms,
-                ..LockOptions::default()
-            },
-        )
-    }
-
-    pub fn with_options(client: redis::Client, name: &str, options: LockOptions) -> Result<Lock> {
-        Ok(Lock {
-            core: Arc::new(Core::new(client, name, &options)?),
-        })
-    }
-
-    pub fn name(&self) -> &str {
-        &self.core.settings.name
-    }
+    super::lock_constructors!();
 
     /// See [`crate::Lock::hold`]. Must run on a tokio runtime (the watchdog is a task).
     pub async fn hold(&self, wait_ms: u64) -> Result<LockGuard> {
@@ -82,26 +62,7 @@ pub struct LockGuard {
 }
 
 impl LockGuard {
-    pub fn fence(&self) -> u64 {
-        self.state.fence
-    }
-
-    pub fn token(&self) -> &str {
-        &self.state.token
-    }
-
-    /// See [`crate::LockGuard::is_lost`].
-    pub fn is_lost(&self) -> bool {
-        self.state.is_lost()
-    }
-
-    /// See [`crate::LockGuard::check`].
-    pub fn check(&self) -> Result<()> {
-        if self.is_lost() {
-            return Err(self.state.lost_error());
-        }
-        Ok(())
-    }
+    super::guard_accessors!();
 
     /// Resolves the moment the lease is known lost.
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {

@@ -17,7 +17,7 @@ from typing import Any, Awaitable, Generator, Optional, Type, TypeVar
 import redis
 
 from .. import _lock
-from .._lock import DEFAULT_REPLICA_TIMEOUT_MS, DEFAULT_TTL_MS, GuardState, LockSettings, ReplicaCount
+from .._lock import GuardState, LockBase
 from ..errors import LockLost
 from . import run
 
@@ -26,29 +26,9 @@ __all__ = ["Lock", "LockGuard"]
 T = TypeVar("T")
 
 
-class Lock:
+class Lock(LockBase):
     """``seckill.Lock`` on ``redis.asyncio.Redis`` or ``redis.asyncio.RedisCluster``. Share one
     between the tasks of one event loop."""
-
-    def __init__(
-        self,
-        client: Any,
-        name: str,
-        ttl_ms: int = DEFAULT_TTL_MS,
-        *,
-        renew_ms: Optional[int] = None,
-        max_hold_ms: Optional[int] = None,
-        replicas: Optional[int] = None,
-        replica_timeout_ms: int = DEFAULT_REPLICA_TIMEOUT_MS,
-        margin_ms: Optional[int] = None,
-    ) -> None:
-        self.settings = LockSettings.build(name, ttl_ms, renew_ms, max_hold_ms, replicas, replica_timeout_ms, margin_ms)
-        self.client = client
-        self.replicas = ReplicaCount(self.settings.replicas)
-
-    @property
-    def name(self) -> str:
-        return self.settings.name
 
     def hold(self, wait_ms: int = 5_000) -> "Holding":
         """``async with lock.hold(wait_ms=...) as guard`` (or ``guard = await lock.hold()``):
