@@ -479,10 +479,10 @@ fn sells_out_exactly_while_two_masters_join_and_the_cluster_rebalances() {
     sells_out_exactly_while_two_masters_join_and_the_cluster_rebalances_with(Api::Sync);
 }
 
-// Not through the async API: redis 1.8.1's cluster_async connection hung for minutes in one
-// of three runs while slots migrated under 200 tasks (docs/clients.md, "Known limits").
+// Through the async API too: it once hung for minutes in one run of three (redis 1.8.1's
+// cluster_async with its default retry waits); with the connection of `async_cluster_con`
+// it passed 8 runs of 8 (11 to 21 s).
 #[test]
-#[ignore]
 fn sells_out_exactly_while_two_masters_join_and_the_cluster_rebalances_async() {
     sells_out_exactly_while_two_masters_join_and_the_cluster_rebalances_with(Api::Async);
 }
