@@ -5,6 +5,7 @@ use crate::error::{Error, Result};
 use crate::info::{Buyer, PartitionInfo, SaleEvent, parse_fields};
 use crate::link::{Link, query_retried};
 use crate::protocol::MIN_MODULE_VERSION;
+use crate::reply::TryReply;
 use crate::retry::{Retrier, RetryPolicy, is_retryable};
 use redis::{Value, cmd};
 use std::collections::hash_map::RandomState;
@@ -40,6 +41,19 @@ pub(crate) async fn acknowledged<L: Link>(
         Err(e) if is_retryable(&e) => Ok(0),
         other => Ok(other?),
     }
+}
+
+/// A purchase's reply (and whether it had to be sent again) with how many replicas
+/// acknowledged it within `(replicas, timeout_ms)`: see [`acknowledged`].
+pub(crate) async fn with_acknowledgement<L: Link>(
+    link: &mut L,
+    (reply, retried): (TryReply, bool),
+    (replicas, timeout_ms): (u64, u64),
+) -> Result<(TryReply, u64)> {
+    Ok((
+        reply,
+        acknowledged(link, retried, replicas, timeout_ms).await?,
+    ))
 }
 
 /// `SECKILL.CANCEL key user [qty] ID attempt`, retried under `policy`: the units returned.

@@ -144,13 +144,10 @@ impl Sale {
         link: &mut L,
         user: &[u8],
         qty: u64,
-        (replicas, timeout_ms): (u64, u64),
+        wait: (u64, u64),
     ) -> Result<(TryReply, u64)> {
-        let (reply, retried) = self.buy_on(link, user, qty).await?;
-        Ok((
-            reply,
-            key::acknowledged(link, retried, replicas, timeout_ms).await?,
-        ))
+        let bought = self.buy_on(link, user, qty).await?;
+        key::with_acknowledgement(link, bought, wait).await
     }
 
     pub(crate) async fn cancel_on<L: Link>(

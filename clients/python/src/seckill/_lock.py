@@ -360,7 +360,13 @@ PAST_DEADLINE = "no renewal was acknowledged before the lease's local deadline (
 def next_step(guard: GuardState, now: float) -> Union[float, Tuple[int, float], None]:
     """What the watchdog does next for ``guard``: wait this many seconds (a float), renew now
     (``(ttl_ms, timeout_s)``: the answer awaited no later than the deadline), or nothing ever
-    again (None: the deadline passed with no renewal acknowledged, and ``lost`` is set)."""
+    again (None: the guard was released, or the deadline passed with no renewal acknowledged
+    and ``lost`` is set)."""
+    if guard.released:
+        # Released: nothing to renew. Checked here too, not only by cancelling the asyncio
+        # watchdog: asyncio.wait_for can swallow a cancellation that meets a reply (Python
+        # 3.11), and the watchdog then renewed a released lease forever.
+        return None
     lease = guard.lease
     if lease.expired(now):
         guard.lose(PAST_DEADLINE)
