@@ -12,7 +12,7 @@ from typing import Any, Callable, Generator, Tuple, TypeVar, Union
 
 import redis
 
-from ._node import NodeCall, nodes_of
+from ._node import READ_ONLY, NodeCall, lost_node, nodes_of
 from .errors import translate
 
 T = TypeVar("T")
@@ -49,11 +49,21 @@ Operation = Generator[Effect, Any, T]
 
 
 def call(client: Any, *args: Any) -> Any:
-    """One command on a sync client, its server error as the package's type."""
-    try:
-        return client.execute_command(*args)
-    except redis.exceptions.ResponseError as error:
-        raise translate(error) from error
+    """One command on a sync client, its server error as the package's type; a read the
+    cluster client failed on by itself (see ``lost_node``) is sent again, up to 3 times."""
+    for attempt in range(4):
+        try:
+            return client.execute_command(*args)
+        except redis.exceptions.ResponseError as error:
+            raise translate(error) from error
+        except AttributeError as error:
+            if not isinstance(client, redis.RedisCluster):
+                raise
+            nodes_of(client).refresh_topology()
+            if str(args[0]).upper() not in READ_ONLY or attempt == 3:
+                raise lost_node(error) from error
+            time.sleep(0.01 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def perform(client: Any, effect: Effect) -> Any:

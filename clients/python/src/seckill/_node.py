@@ -24,7 +24,7 @@ import redis
 
 from .errors import translate
 
-__all__ = ["NodeCall", "NodeConnections", "nodes_of", "own_connection"]
+__all__ = ["NodeCall", "NodeConnections", "READ_ONLY", "lost_node", "nodes_of", "own_connection"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,20 @@ class NodeCall:
     commands: Tuple[Tuple[Any, ...], ...]
     timeout_s: Optional[float] = None
     may_wait: bool = False
+
+
+#: Commands that only read: sent again at once when the cluster client failed on its own.
+READ_ONLY = frozenset(
+    {"SECKILL.INFO", "SECKILL.BOUGHT", "SECKILL.BUYERS", "SECKILL.TRANSFERS", "HGET", "HGETALL", "INFO", "ROLE"}
+)
+
+
+def lost_node(error: AttributeError) -> redis.exceptions.ConnectionError:
+    """redis-py's cluster clients (8.2, asyncio) sometimes fail on a node they lost track of
+    while the topology changes: an AttributeError on None (an ASK to a node not in their
+    cache, a failure recorded for a connection never made). For the caller it is a lost
+    connection: the call may not have run, and a retry under its id is safe."""
+    return redis.exceptions.ConnectionError(f"the cluster client lost track of a node: {error}")
 
 
 def own_connection(kind: Any, kwargs: Dict[str, Any]) -> Any:
@@ -64,7 +78,11 @@ class NodeConnections:
         if isinstance(self.client, redis.RedisCluster):
             cluster = cast(Any, self.client)
             if address is None:
-                node = cluster.get_node_from_key(key)
+                try:
+                    node = cluster.get_node_from_key(key)
+                except AttributeError as error:
+                    self.refresh_topology()
+                    raise lost_node(error) from error
             else:
                 node = cluster.get_node(host=address[0], port=address[1])
                 if node is None:  # a node the map does not know yet

@@ -19,7 +19,7 @@ import redis
 import redis.asyncio
 
 from .._effects import Acquire, Call, Effect, Operation, Release, Sleep
-from .._node import NodeCall
+from .._node import READ_ONLY, NodeCall, lost_node
 from ._node import nodes_of
 from .._turns import AsyncBuyerTurns
 from ..errors import translate
@@ -34,10 +34,20 @@ __all__ = ["FlashSale", "Lock", "LockGuard", "PartitionedSale", "Sale", "run"]
 
 
 async def _call(client: Any, *args: Any) -> Any:
-    try:
-        return await client.execute_command(*args)
-    except redis.exceptions.ResponseError as error:
-        raise translate(error) from error
+    """``seckill._effects.call`` on the event loop."""
+    for attempt in range(4):
+        try:
+            return await client.execute_command(*args)
+        except redis.exceptions.ResponseError as error:
+            raise translate(error) from error
+        except AttributeError as error:
+            if not isinstance(client, redis.asyncio.RedisCluster):
+                raise
+            await nodes_of(client).refresh_topology()
+            if str(args[0]).upper() not in READ_ONLY or attempt == 3:
+                raise lost_node(error) from error
+            await asyncio.sleep(0.01 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 async def _perform(client: Any, effect: Effect) -> Any:

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Tuple, cast
 import redis
 import redis.asyncio
 
-from .._node import NodeCall, _is_ask, own_connection
+from .._node import NodeCall, _is_ask, lost_node, own_connection
 from ..errors import translate
 
 __all__ = ["NodeConnections", "nodes_of"]
@@ -35,7 +35,11 @@ class NodeConnections:
             await client.initialize()
             node: Any
             if address is None:
-                node = client.get_node_from_key(key)
+                try:
+                    node = client.get_node_from_key(key)
+                except AttributeError as error:
+                    await self.refresh_topology()
+                    raise lost_node(error) from error
             else:
                 node = client.get_node(host=address[0], port=address[1])
                 if node is None:
