@@ -1,7 +1,8 @@
 """Where the sale logic meets redis-py. Each operation is written once, as a generator that
 yields what it needs done (a command, a command on the package's own connection to a key's
-master: ``NodeCall``, a sleep, a lock) and is sent the result, or thrown the error; the sync classes run it on ``redis.Redis`` / ``redis.RedisCluster`` with :func:`run`,
-the ``seckill.asyncio`` ones on the ``redis.asyncio`` clients with their own driver. So a
+master: ``NodeCall``, a sleep, a lock) and is sent the result, or thrown the error; the sync
+classes run it on ``redis.Redis`` / ``redis.RedisCluster`` with :func:`run`, the
+``seckill.asyncio`` ones on the ``redis.asyncio`` clients with their own driver. So a
 retry's backoff sleeps a thread in one and a task in the other, and nothing blocks a loop."""
 
 from __future__ import annotations

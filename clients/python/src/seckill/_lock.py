@@ -30,7 +30,6 @@ DEFAULT_REPLICA_TIMEOUT_MS = 1_000
 _GRACE_S = 1.0
 
 
-LockEffect = Union[NodeCall, Sleep]
 
 
 def _whole(value: Any, what: str, minimum: int) -> int:

@@ -121,9 +121,8 @@ class NodeConnections:
             replies = _exchange(connection, effect.commands, effect.timeout_s)
         except BaseException as error:
             connection.disconnect()
-            if isinstance(error, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
-                self.refresh_topology()
-            elif isinstance(error, redis.exceptions.MovedError):
+            lost = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, redis.exceptions.MovedError)
+            if isinstance(error, lost):  # the node failed, or the slot moved: relearn the map
                 self.refresh_topology()
             elif isinstance(error, redis.exceptions.ResponseError) and not _is_ask(error):
                 raise translate(error) from error

@@ -30,16 +30,23 @@ pub(crate) trait NodeLink {
 }
 
 /// `pipe` on `link`, sent again (up to 3 times) to the master a MOVED or ASK names: a new
-/// link starts at the node the lock was given, which may not serve the key.
+/// link starts at the node the lock was given, which may not serve the key. Another master
+/// has its own replicas: `replicas` (when the call waits for them) counts them anew.
 async fn call<L: NodeLink>(
     link: &mut L,
     pipe: &Pipeline,
     timeout: Duration,
+    replicas: Option<&ReplicaCount>,
 ) -> RedisResult<Vec<Value>> {
     let mut redirects = 0;
     loop {
         match link.call(pipe, timeout).await {
-            Err(e) if redirects < 3 && super::node::redirect(&e).is_some() => redirects += 1,
+            Err(e) if redirects < 3 && super::node::redirect(&e).is_some() => {
+                redirects += 1;
+                if let Some(replicas) = replicas {
+                    replicas.forget();
+                }
+            }
             other => return other,
         }
     }
@@ -75,7 +82,7 @@ impl ReplicaCount {
         if let Some(detected) = *self.detected.lock().unwrap_or_else(|e| e.into_inner()) {
             return Ok(detected);
         }
-        let replies = call(link, redis::pipe().cmd("ROLE"), GRACE).await?;
+        let replies = call(link, redis::pipe().cmd("ROLE"), GRACE, None).await?;
         let replicas = match replies.first() {
             Some(Value::Array(role)) if is_master(role) => match role.get(2) {
                 Some(Value::Array(list)) => list.len() as u64,
@@ -90,13 +97,6 @@ impl ReplicaCount {
 
     fn forget(&self) {
         *self.detected.lock().unwrap_or_else(|e| e.into_inner()) = None;
-    }
-
-    /// After a failed call: a MOVED means another master, to be counted anew.
-    fn after(&self, e: &redis::RedisError) {
-        if super::node::redirect(e).is_some() {
-            self.forget();
-        }
     }
 }
 
@@ -157,13 +157,16 @@ async fn grant<L: NodeLink>(
             let pipe = with_wait(acquire, wanted, settings.replica_timeout_ms);
             let sent = Instant::now();
             let timeout = left + Duration::from_millis(settings.replica_timeout_ms) + GRACE;
-            Ok((call(link, &pipe, timeout).await?, wanted, sent))
+            Ok((
+                call(link, &pipe, timeout, Some(replicas)).await?,
+                wanted,
+                sent,
+            ))
         }
         .await;
         let (replies, wanted, sent) = match attempt {
             Ok(answer) => answer,
             Err(e) if is_retryable(&e) => {
-                replicas.after(&e);
                 reason = format!("no answer from the server ({e})");
                 if Instant::now() >= deadline {
                     release_quietly(link, settings, token).await;
@@ -256,12 +259,8 @@ async fn renew<L: NodeLink>(
     let mut extend = redis::cmd("LOCK.EXTEND");
     extend.arg(&settings.name).arg(token).arg(ttl_ms);
     let sent = Instant::now();
-    let replies = link
-        .call(
-            &with_wait(extend, wanted, settings.replica_timeout_ms),
-            timeout,
-        )
-        .await?;
+    let pipe = with_wait(extend, wanted, settings.replica_timeout_ms);
+    let replies = call(link, &pipe, timeout, Some(replicas)).await?;
     if replies.first().and_then(int) != Some(1) {
         return Ok(Renewal::Lost);
     }
@@ -280,7 +279,7 @@ pub(crate) async fn release<L: NodeLink>(
 ) -> RedisResult<bool> {
     let mut release = redis::pipe();
     release.cmd("LOCK.RELEASE").arg(&settings.name).arg(token);
-    let replies = call(link, &release, GRACE).await?;
+    let replies = call(link, &release, GRACE, None).await?;
     Ok(replies.first().and_then(int) == Some(1))
 }
 
@@ -384,7 +383,6 @@ pub(crate) async fn watch<L: NodeLink>(link: &mut L, guard: &GuardState, replica
             }
             Ok(Renewal::Unacknowledged) => guard.lease().failed(settings, Instant::now()),
             Err(e) if is_retryable(&e) => {
-                replicas.after(&e);
                 guard.lease().failed(settings, Instant::now());
             }
             Err(e) => {

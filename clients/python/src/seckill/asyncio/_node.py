@@ -87,9 +87,8 @@ class NodeConnections:
         except BaseException as error:
             # Cancelled half way too: the connection may hold an unread reply.
             await connection.disconnect(nowait=True)
-            if isinstance(error, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
-                await self.refresh_topology()
-            elif isinstance(error, redis.exceptions.MovedError):
+            lost = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, redis.exceptions.MovedError)
+            if isinstance(error, lost):  # the node failed, or the slot moved: relearn the map
                 await self.refresh_topology()
             elif isinstance(error, redis.exceptions.ResponseError) and not _is_ask(error):
                 raise translate(error) from error
