@@ -5,11 +5,16 @@ the same names and replies)."""
 from __future__ import annotations
 
 import threading
+from concurrent.futures import Future, wait
 from typing import Any, Iterator, List, Optional, Tuple
 
+import redis
+
 from ._effects import Operation, run
+from ._tracking import REPLY_TIMEOUT_S, SoldOutCache, cache_of, route
 from ._turns import BuyerTurns
 from .info import Buyer, ClientStats, SaleEvent, SaleInfo, User
+from .protocol import SOLD_OUT
 from .retry import RetryPolicy
 
 
@@ -19,19 +24,48 @@ class SaleOps:
     client: Any
     retry: RetryPolicy
 
-    def __init__(self, client: Any, retry: RetryPolicy) -> None:
+    #: The sale's name in the sold-out cache, and the keys whose reads make its mark.
+    _cache_id: str
+    _cache_keys: List[str]
+    _whole_sale: bool
+
+    def __init__(self, client: Any, retry: RetryPolicy, local_cache: bool = False) -> None:
         self.client = client
         #: How try_buy and cancel retry a call whose answer was lost (each carries a fresh
         #: attempt id, so a retry never buys or cancels twice).
         self.retry = retry
         self._stats = ClientStats()
         self._stats_lock = threading.Lock()
+        #: The client's sold-out cache, with ``local_cache=True`` (see ``_tracking``).
+        self._sold_out: Optional[SoldOutCache] = cache_of(client) if local_cache else None
 
     @property
     def stats(self) -> ClientStats:
         """What this handle did, for tuning and benchmarks."""
         with self._stats_lock:
-            return ClientStats(**vars(self._stats))
+            stats = ClientStats(**vars(self._stats))
+        if self._sold_out is not None:
+            stats.invalidations = self._sold_out.invalidations(self._cache_id)
+        return stats
+
+    def _refused_locally(self) -> bool:
+        """Whether the sold-out cache answers this purchase: SOLD_OUT, nothing sent."""
+        if self._sold_out is None or not self._sold_out.refuses(self._cache_id):
+            return False
+        self._count("local_refusals")
+        return True
+
+    def _learn(self, code: int) -> "Optional[Future[bool]]":
+        """After the server's answer to a purchase: a SOLD_OUT has the cache read the sale
+        (the caller waits for the reads, REPLY_TIMEOUT_S at most, so that the buyers after it
+        find the mark)."""
+        if code != SOLD_OUT or self._sold_out is None:
+            return None
+        try:
+            routes = [route(self.client, key) for key in self._cache_keys]
+        except (AttributeError, KeyError, redis.exceptions.RedisError):
+            return None  # the cluster client's slot map is being relearned: the next refusal asks
+        return self._sold_out.learn(self._cache_id, routes, self._whole_sale)
 
     def _count(self, name: str, by: int = 1) -> None:
         with self._stats_lock:
@@ -68,14 +102,19 @@ class SaleOps:
         raise NotImplementedError
 
 
+def _wait_for(reading: "Optional[Future[bool]]") -> None:
+    if reading is not None:
+        wait([reading], timeout=REPLY_TIMEOUT_S)
+
+
 class FlashSale(SaleOps):
     """A flash sale, one key or partitioned, on a sync redis-py client (``redis.Redis`` or
     ``redis.RedisCluster``). Safe to share between threads: redis-py pools its connections."""
 
     _new_lock = staticmethod(threading.Lock)
 
-    def __init__(self, client: Any, retry: RetryPolicy) -> None:
-        super().__init__(client, retry)
+    def __init__(self, client: Any, retry: RetryPolicy, local_cache: bool = False) -> None:
+        super().__init__(client, retry, local_cache)
         self._turns = BuyerTurns()
 
     def _run(self, operation: Operation[Any]) -> Any:
@@ -89,19 +128,29 @@ class FlashSale(SaleOps):
         The purchase carries a fresh attempt id: a call whose answer is lost (timeout, dropped
         connection, failover) is sent again with it until a definite answer, within
         ``self.retry``; it is never bought twice. Past the deadline: OutcomeUnknownError. A
-        buyer's calls take turns in this process (the module knows a buyer's last attempt)."""
+        buyer's calls take turns in this process (the module knows a buyer's last attempt).
+
+        With ``local_cache=True``, a sale this process saw sold out is refused here, with
+        nothing sent, until Redis tells of a change (docs/clients.md, "The sold-out cache")."""
+        if self._refused_locally():
+            return SOLD_OUT
         with self._turns.take(user):
             code, _ = self._run(self._buy_op(user, qty, None))
-            return int(code)
+        _wait_for(self._learn(code))
+        return int(code)
 
     def try_buy_acked(self, user: User, qty: int = 1, replicas: int = 1, timeout_ms: int = 1_000) -> Tuple[int, int]:
         """``try_buy`` with ``WAIT replicas timeout_ms`` pipelined on one connection to the
         key's master: ``(code, acked)``, acked being how many replicas had the purchase before
         the timeout (0 for one that had to be sent again). A purchase acknowledged by a replica
-        survives the failover to it (see docs/durability.md)."""
+        survives the failover to it (see docs/durability.md). The sold-out cache answers it as
+        ``try_buy``: ``(SOLD_OUT, 0)``."""
+        if self._refused_locally():
+            return SOLD_OUT, 0
         with self._turns.take(user):
             code, acked = self._run(self._buy_op(user, qty, (replicas, timeout_ms)))
-            return int(code), int(acked)
+        _wait_for(self._learn(code))
+        return int(code), int(acked)
 
     def confirm(self, user: User) -> bool:
         """Makes the user's held units final: False if nothing was held; NoHoldsError on a

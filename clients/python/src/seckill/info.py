@@ -168,6 +168,10 @@ class ClientStats:
     units_moved: int = 0
     seals: int = 0
     recovered: int = 0
+    #: Purchases the sold-out cache refused with nothing sent (``local_cache=True``).
+    local_refusals: int = 0
+    #: Invalidations Redis pushed for the sale's keys to the sold-out cache.
+    invalidations: int = 0
 
 
 def events_of(partition: int, stream: str, reply: Any) -> List[SaleEvent]:

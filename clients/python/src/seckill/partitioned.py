@@ -70,13 +70,16 @@ class PartitionedOps(SaleOps):
     _new_lock: Any
 
     def __init__(self, client: Any, name: str, spec: SaleSpec, seal_ms: int = DEFAULT_SEAL_MS,
-                 retry: RetryPolicy = RetryPolicy()) -> None:
+                 retry: RetryPolicy = RetryPolicy(), *, local_cache: bool = False) -> None:
         _check_name(name)
-        super().__init__(client, retry)
+        super().__init__(client, retry, local_cache)
         self.name = name
         self.spec = spec
         self.seal_ms = max(int(seal_ms), 1)
         self.keys = [_partition_key(name, i) for i in range(spec.partitions)]
+        # The sold-out mark is the whole sale's: a mark per partition would refuse a buyer
+        # whose partition is empty while a cancel elsewhere brought a unit back.
+        self._cache_id, self._cache_keys, self._whole_sale = f"sale:{name}", self.keys, True
         initial_batch = max(spec.stock // spec.partitions // 16, 1)
         self._batches = [initial_batch] * spec.partitions
         # One borrower per partition at a time in this process: when many buyers find their
@@ -351,7 +354,7 @@ class PartitionedSale(PartitionedOps, FlashSale):
 
     @classmethod
     def create(cls, client: Any, name: str, spec: SaleSpec, seal_ms: int = DEFAULT_SEAL_MS,
-               retry: RetryPolicy = RetryPolicy()) -> "PartitionedSale":
+               retry: RetryPolicy = RetryPolicy(), *, local_cache: bool = False) -> "PartitionedSale":
         """Creates the sale ``name``: its partitions ``{name/0}`` .. ``{name/P-1}`` (each
         with its share of the stock, and its stream ``{name/i}:events`` with ``events``),
         then the manifest hash ``name``. Every setting is checked (TypeError,
@@ -359,15 +362,16 @@ class PartitionedSale(PartitionedOps, FlashSale):
         ModuleTooOldError), before anything is written. Raises SaleExistsError if that
         manifest exists. The name is claimed with an expiry that the finished manifest drops:
         a create that fails half way gives the name back at once, one whose process died
-        within CREATE_CLAIM_MS."""
+        within CREATE_CLAIM_MS. ``local_cache``: see ``Sale``."""
         run(cls._create_op(name, spec), client)
-        return cls(client, name, spec, seal_ms, retry)
+        return cls(client, name, spec, seal_ms, retry, local_cache=local_cache)
 
     @classmethod
     def open(cls, client: Any, name: str, seal_ms: int = DEFAULT_SEAL_MS,
-             retry: RetryPolicy = RetryPolicy()) -> "PartitionedSale":
-        """Opens the sale ``name`` from its manifest; checks the module's version too."""
-        return cls(client, name, run(cls._open_op(name), client), seal_ms, retry)
+             retry: RetryPolicy = RetryPolicy(), *, local_cache: bool = False) -> "PartitionedSale":
+        """Opens the sale ``name`` from its manifest; checks the module's version too.
+        ``local_cache``: see ``Sale``."""
+        return cls(client, name, run(cls._open_op(name), client), seal_ms, retry, local_cache=local_cache)
 
     @staticmethod
     def delete(client: Any, name: str) -> None:

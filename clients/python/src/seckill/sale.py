@@ -20,10 +20,11 @@ class OneKeyOps(SaleOps):
     """A one-key sale's state and operations, shared by the sync ``Sale`` and
     ``seckill.asyncio.Sale``."""
 
-    def __init__(self, client: Any, key: str, retry: RetryPolicy = RetryPolicy()) -> None:
+    def __init__(self, client: Any, key: str, retry: RetryPolicy = RetryPolicy(), *, local_cache: bool = False) -> None:
         _key.check_key(key)
-        super().__init__(client, retry)
+        super().__init__(client, retry, local_cache)
         self.key = key
+        self._cache_id, self._cache_keys, self._whole_sale = f"key:{key}", [key], False
 
     @staticmethod
     def _create_op(key: str, spec: SaleSpec) -> Operation[None]:
@@ -109,23 +110,26 @@ class OneKeyOps(SaleOps):
 class Sale(OneKeyOps, FlashSale):
     """A sale on one key (made by ``SECKILL.INIT``, here or anywhere else), on a sync redis-py
     client. ``Sale(client, key)`` sends nothing; ``Sale.open`` checks the key and the module
-    first. Safe to share between threads."""
+    first. ``local_cache=True``: purchases of a sale this process saw sold out are refused
+    here until Redis pushes a change (see ``FlashSale.try_buy``). Safe to share between
+    threads."""
 
     @classmethod
-    def create(cls, client: Any, key: str, spec: SaleSpec, retry: RetryPolicy = RetryPolicy()) -> "Sale":
+    def create(cls, client: Any, key: str, spec: SaleSpec, retry: RetryPolicy = RetryPolicy(), *,
+               local_cache: bool = False) -> "Sale":
         """Makes the sale at ``key`` (``SECKILL.INIT``, one command) from ``spec``, whose
         ``partitions`` must be 1; with ``events``, its stream is ``key:events`` in the key's
         hash slot (the key's hash tag, or ``{key}:events``). Every argument and the module are
         checked before anything is written; SaleExistsError if a sale is there already."""
         run(cls._create_op(key, spec), client)
-        return cls(client, key, retry)
+        return cls(client, key, retry, local_cache=local_cache)
 
     @classmethod
-    def open(cls, client: Any, key: str, retry: RetryPolicy = RetryPolicy()) -> "Sale":
+    def open(cls, client: Any, key: str, retry: RetryPolicy = RetryPolicy(), *, local_cache: bool = False) -> "Sale":
         """A handle once the server has shown a sale at ``key`` (NoSaleError if not) and a
         module this package works with (ModuleMissingError, ModuleTooOldError)."""
         run(cls._open_op(key), client)
-        return cls(client, key, retry)
+        return cls(client, key, retry, local_cache=local_cache)
 
     def delete(self) -> None:
         """Deletes the sale key and its event stream."""

@@ -13,6 +13,7 @@ one-at-a-time rule are asyncio waits, so no call blocks the loop.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 from typing import Any, Awaitable, Callable, Generator, List, Optional, Tuple
 
 import redis
@@ -20,12 +21,14 @@ import redis.asyncio
 
 from .._effects import Acquire, Call, Effect, Operation, Release, Sleep
 from .._node import READ_ONLY, NodeCall, lost_node
+from .._tracking import REPLY_TIMEOUT_S
 from ._node import nodes_of
 from .._turns import AsyncBuyerTurns
 from ..errors import translate
 from ..flash_sale import SaleOps
 from ..info import Buyer, PartitionInfo, SaleEvent, SaleInfo, User
 from ..partitioned import DEFAULT_SEAL_MS, PartitionedOps
+from ..protocol import SOLD_OUT
 from ..retry import RetryPolicy
 from ..sale import OneKeyOps
 from ..spec import SaleSpec
@@ -91,14 +94,20 @@ async def drive(operation: Generator[Any, Any, Any], perform_one: Callable[[Any]
             failure = error
 
 
+async def _wait_for(reading: "Optional[concurrent.futures.Future[bool]]") -> None:
+    """``seckill.flash_sale._wait_for`` on the event loop (the reads are the cache thread's)."""
+    if reading is not None:
+        await asyncio.wait([asyncio.wrap_future(reading)], timeout=REPLY_TIMEOUT_S)
+
+
 class FlashSale(SaleOps):
     """``seckill.FlashSale``, async: a flash sale, one key or partitioned, on a
     ``redis.asyncio`` client. Share one handle between the tasks of one event loop."""
 
     _new_lock = staticmethod(asyncio.Lock)
 
-    def __init__(self, client: Any, retry: RetryPolicy) -> None:
-        super().__init__(client, retry)
+    def __init__(self, client: Any, retry: RetryPolicy, local_cache: bool = False) -> None:
+        super().__init__(client, retry, local_cache)
         self._turns = AsyncBuyerTurns()
 
     async def _run(self, operation: Operation[Any]) -> Any:
@@ -106,16 +115,22 @@ class FlashSale(SaleOps):
 
     async def try_buy(self, user: User, qty: int = 1) -> int:
         """See ``seckill.FlashSale.try_buy``."""
+        if self._refused_locally():
+            return SOLD_OUT
         async with self._turns.take(user):
             code, _ = await self._run(self._buy_op(user, qty, None))
-            return int(code)
+        await _wait_for(self._learn(code))
+        return int(code)
 
     async def try_buy_acked(self, user: User, qty: int = 1, replicas: int = 1,
                             timeout_ms: int = 1_000) -> Tuple[int, int]:
         """See ``seckill.FlashSale.try_buy_acked``."""
+        if self._refused_locally():
+            return SOLD_OUT, 0
         async with self._turns.take(user):
             code, acked = await self._run(self._buy_op(user, qty, (replicas, timeout_ms)))
-            return int(code), int(acked)
+        await _wait_for(self._learn(code))
+        return int(code), int(acked)
 
     async def confirm(self, user: User) -> bool:
         """See ``seckill.FlashSale.confirm``."""
@@ -162,16 +177,18 @@ class Sale(OneKeyOps, FlashSale):
     """``seckill.Sale``, async."""
 
     @classmethod
-    async def create(cls, client: Any, key: str, spec: SaleSpec, retry: RetryPolicy = RetryPolicy()) -> "Sale":
+    async def create(cls, client: Any, key: str, spec: SaleSpec, retry: RetryPolicy = RetryPolicy(), *,
+                     local_cache: bool = False) -> "Sale":
         """See ``seckill.Sale.create``."""
         await run(cls._create_op(key, spec), client)
-        return cls(client, key, retry)
+        return cls(client, key, retry, local_cache=local_cache)
 
     @classmethod
-    async def open(cls, client: Any, key: str, retry: RetryPolicy = RetryPolicy()) -> "Sale":
+    async def open(cls, client: Any, key: str, retry: RetryPolicy = RetryPolicy(), *,
+                   local_cache: bool = False) -> "Sale":
         """See ``seckill.Sale.open``."""
         await run(cls._open_op(key), client)
-        return cls(client, key, retry)
+        return cls(client, key, retry, local_cache=local_cache)
 
     async def delete(self) -> None:
         """See ``seckill.Sale.delete``."""
@@ -183,16 +200,16 @@ class PartitionedSale(PartitionedOps, FlashSale):
 
     @classmethod
     async def create(cls, client: Any, name: str, spec: SaleSpec, seal_ms: int = DEFAULT_SEAL_MS,
-                     retry: RetryPolicy = RetryPolicy()) -> "PartitionedSale":
+                     retry: RetryPolicy = RetryPolicy(), *, local_cache: bool = False) -> "PartitionedSale":
         """See ``seckill.PartitionedSale.create``."""
         await run(cls._create_op(name, spec), client)
-        return cls(client, name, spec, seal_ms, retry)
+        return cls(client, name, spec, seal_ms, retry, local_cache=local_cache)
 
     @classmethod
     async def open(cls, client: Any, name: str, seal_ms: int = DEFAULT_SEAL_MS,
-                   retry: RetryPolicy = RetryPolicy()) -> "PartitionedSale":
+                   retry: RetryPolicy = RetryPolicy(), *, local_cache: bool = False) -> "PartitionedSale":
         """See ``seckill.PartitionedSale.open``."""
-        return cls(client, name, await run(cls._open_op(name), client), seal_ms, retry)
+        return cls(client, name, await run(cls._open_op(name), client), seal_ms, retry, local_cache=local_cache)
 
     @staticmethod
     async def delete(client: Any, name: str) -> None:
