@@ -161,3 +161,20 @@ def bare_server():
     """One server without the module: its port."""
     with _single_node(module=False) as port:
         yield port
+
+
+def master_and_replica(nodes, key):
+    """The cluster node objects of ``key``'s master and of its replica."""
+    alive = [n for n in nodes if n.process.poll() is None]
+    master_port = redis.RedisCluster(host="127.0.0.1", port=alive[0].port).get_node_from_key(key).port
+    master = next(n for n in alive if n.port == master_port)
+    replicas = [n for n in alive if redis.Redis(port=n.port).info("replication").get("master_port") == master_port]
+    return master, (replicas[0] if replicas else None)
+
+
+def promote(nodes, replica, master):
+    """SIGKILL ``master``, then promote ``replica`` at once (CLUSTER FAILOVER TAKEOVER)."""
+    master.kill()
+    os.kill(replica.process.pid, signal.SIGCONT)
+    redis.Redis(port=replica.port).execute_command("CLUSTER", "FAILOVER", "TAKEOVER")
+    wait_until(lambda: redis.Redis(port=replica.port).info("replication")["role"] == "master", "the promotion")

@@ -21,7 +21,7 @@ import seckill.asyncio
 from seckill import InvalidArgumentError, Lock, LockLost, LockTimeout
 from seckill.lock import WATCHDOG
 
-from conftest import PROTOCOL, wait_until
+from conftest import PROTOCOL, master_and_replica, promote, wait_until
 
 
 def _info(client, name):
@@ -205,32 +205,15 @@ def test_lost_fires_within_a_ttl_when_the_watchdog_connection_is_cut(server):
         admin.config_set("maxclients", 10_000)
 
 
-def _master_and_replica(nodes, key):
-    """The cluster node objects of ``key``'s master and of its replica."""
-    alive = [n for n in nodes if n.process.poll() is None]
-    master_port = redis.RedisCluster(host="127.0.0.1", port=alive[0].port).get_node_from_key(key).port
-    master = next(n for n in alive if n.port == master_port)
-    replicas = [n for n in alive if redis.Redis(port=n.port).info("replication").get("master_port") == master_port]
-    return master, (replicas[0] if replicas else None)
-
-
-def _promote(nodes, replica, master):
-    """SIGKILL ``master``, then promote ``replica`` at once (CLUSTER FAILOVER TAKEOVER)."""
-    master.kill()
-    os.kill(replica.process.pid, signal.SIGCONT)
-    redis.Redis(port=replica.port).execute_command("CLUSTER", "FAILOVER", "TAKEOVER")
-    wait_until(lambda: redis.Redis(port=replica.port).info("replication")["role"] == "master", "the promotion")
-
-
 def test_failovers_lose_unreplicated_grants_only(own_cluster):
     client = redis.RedisCluster(host="127.0.0.1", port=own_cluster[0].port, protocol=PROTOCOL)
     # Unreplicated grant (replicas=0) made while the replica is frozen: lost to the failover.
-    master, replica = _master_and_replica(own_cluster, "lock:a")
+    master, replica = master_and_replica(own_cluster, "lock:a")
     os.kill(replica.process.pid, signal.SIGSTOP)
     # Its link cut too: else the grant waits in the frozen replica's socket and arrives later.
     redis.Redis(port=master.port).execute_command("CLIENT", "KILL", "TYPE", "replica")
     guard = Lock(client, "lock:a", ttl_ms=3_000, replicas=0).hold(wait_ms=0)
-    _promote(own_cluster, replica, master)
+    promote(own_cluster, replica, master)
     assert guard.lost.wait(10.0), "the next renewal finds the grant gone"
     assert "answered 0" in guard.lost_reason
     with pytest.raises(LockLost):
@@ -241,15 +224,15 @@ def test_failovers_lose_unreplicated_grants_only(own_cluster):
 
     # With the default (a replica must have it), nothing is granted while the replica is frozen,
     # and a grant made before the freeze survives the promotion.
-    name = next(f"lock:{n}" for n in range(100) if _master_and_replica(own_cluster, f"lock:{n}")[1])
-    master, replica = _master_and_replica(own_cluster, name)
+    name = next(f"lock:{n}" for n in range(100) if master_and_replica(own_cluster, f"lock:{n}")[1])
+    master, replica = master_and_replica(own_cluster, name)
     survivor = Lock(client, name, ttl_ms=5_000).hold(wait_ms=0)
     os.kill(replica.process.pid, signal.SIGSTOP)
     with pytest.raises(LockTimeout) as refused:
         Lock(client, "{" + name + "}:other", ttl_ms=5_000, replica_timeout_ms=200).hold(wait_ms=1_000)
     assert "no replica acknowledged" in refused.value.reason
     assert _owner(redis.Redis(port=master.port), "{" + name + "}:other") is None, "the refused grant was handed back"
-    _promote(own_cluster, replica, master)
+    promote(own_cluster, replica, master)
     # Renewals now reach the promoted replica, which has the grant; its lease goes on.
     renewed_from = survivor.lease.deadline
     wait_until(lambda: survivor.lease.deadline > renewed_from + 1, "a renewal on the promoted replica", timeout=10)

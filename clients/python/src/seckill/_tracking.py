@@ -46,6 +46,8 @@ __all__ = ["Route", "SoldOutCache", "cache_of", "route"]
 
 #: How often a node covering marks is asked whether it is still a master.
 ROLE_CHECK_S = 1.0
+#: What a reading found (``SoldOutCache.learn``).
+MARKED, UNMARKED, MOVED = "marked", "unmarked", "moved"
 #: A tracking connection whose reply is this late is dropped, with its marks.
 REPLY_TIMEOUT_S = 1.0
 
@@ -81,7 +83,9 @@ class _Reading:
     whole_sale: bool
     answers: Dict[str, Tuple[Dict[str, Any], int]] = field(default_factory=dict)
     failed: bool = False
-    done: "Future[bool]" = field(default_factory=Future)
+    #: A read was answered MOVED or ASK: the application client's slot map is behind.
+    moved: bool = False
+    done: "Future[str]" = field(default_factory=Future)
 
 
 class _Tracked:
@@ -155,10 +159,10 @@ class SoldOutCache:
         """Invalidations received for ``sale``'s keys."""
         return self._invalidations[sale]
 
-    def learn(self, sale: str, routes: List[Route], whole_sale: bool) -> "Future[bool]":
+    def learn(self, sale: str, routes: List[Route], whole_sale: bool) -> "Future[str]":
         """The server refused ``sale`` as sold out: reads its keys (``routes``) in the cache's
         thread and marks it if they show it so. The future tells, once the reads are answered,
-        whether the sale is marked; one reading per sale at a time (a second call gets the
+        MARKED, UNMARKED, or MOVED (a key was not where ``routes`` said); one reading per sale at a time (a second call gets the
         first's future)."""
         with self._lock:
             reading = self._reading.get(sale)
@@ -187,7 +191,10 @@ class SoldOutCache:
                     self._thread = None
                     return
             for request in requests:
-                self._start(request)
+                try:
+                    self._start(request)
+                except Exception:  # noqa: BLE001 - a reading that cannot start makes no mark
+                    self._finish(request, failed=True)
             sockets: List[Any] = [self._wake_r] + [node.sock for node in self._nodes.values()]
             ready = [node.sock for node in self._nodes.values() if node.has_buffered()]
             if not ready:
@@ -218,8 +225,8 @@ class SoldOutCache:
         for route in request.routes:
             try:
                 node = self._node(route)
-            except (redis.exceptions.RedisError, OSError):
-                self._finish(request, failed=True)  # no mark; the next refusal asks again
+            except Exception:  # noqa: BLE001 - no mark; the next refusal asks again
+                self._finish(request, failed=True)
                 return
             if self.before_read is not None:
                 self.before_read(route.key)
@@ -236,6 +243,7 @@ class SoldOutCache:
         fields = _fields(reply)
         if fields is None:
             request.failed = True
+            request.moved |= isinstance(reply, ErrorReply) and reply.message.startswith(("MOVED", "ASK"))
         else:
             request.answers[key] = (fields, self._generation[key])
         if request.failed or len(request.answers) == len(request.routes):
@@ -250,7 +258,7 @@ class SoldOutCache:
             if marked:
                 ends = [_number(f, "end") for f, _ in request.answers.values() if _number(f, "end") > 0]
                 self.marks[request.sale] = Mark(tuple(r.key for r in request.routes), min(ends) / 1000 if ends else None)
-        request.done.set_result(marked)
+        request.done.set_result(MOVED if request.moved else MARKED if marked else UNMARKED)
 
     def _shows_sold_out(self, request: _Reading) -> bool:
         answers = request.answers
@@ -398,4 +406,7 @@ def route(client: Any, key: str) -> Route:
         kind, kwargs, name = pool.connection_class, pool.connection_kwargs, ""
     sync_kind = _sync_kind(kind)
     settings = _accepted(sync_kind, {**kwargs, "protocol": 3})
+    if sync_kind is not kind:  # an asyncio client's parser and retry are coroutine-based
+        for setting in ("parser_class", "retry", "redis_connect_func", "event_dispatcher"):
+            settings.pop(setting, None)
     return Route(key, name, lambda: own_connection(sync_kind, settings))

@@ -11,7 +11,8 @@ from typing import Any, Iterator, List, Optional, Tuple
 import redis
 
 from ._effects import Operation, run
-from ._tracking import REPLY_TIMEOUT_S, SoldOutCache, cache_of, route
+from ._node import nodes_of
+from ._tracking import MOVED, REPLY_TIMEOUT_S, SoldOutCache, cache_of, route
 from ._turns import BuyerTurns
 from .info import Buyer, ClientStats, SaleEvent, SaleInfo, User
 from .protocol import SOLD_OUT
@@ -55,7 +56,7 @@ class SaleOps:
         self._count("local_refusals")
         return True
 
-    def _learn(self, code: int) -> "Optional[Future[bool]]":
+    def _learn(self, code: int) -> "Optional[Future[str]]":
         """After the server's answer to a purchase: a SOLD_OUT has the cache read the sale
         (the caller waits for the reads, REPLY_TIMEOUT_S at most, so that the buyers after it
         find the mark)."""
@@ -102,11 +103,6 @@ class SaleOps:
         raise NotImplementedError
 
 
-def _wait_for(reading: "Optional[Future[bool]]") -> None:
-    if reading is not None:
-        wait([reading], timeout=REPLY_TIMEOUT_S)
-
-
 class FlashSale(SaleOps):
     """A flash sale, one key or partitioned, on a sync redis-py client (``redis.Redis`` or
     ``redis.RedisCluster``). Safe to share between threads: redis-py pools its connections."""
@@ -119,6 +115,18 @@ class FlashSale(SaleOps):
 
     def _run(self, operation: Operation[Any]) -> Any:
         return run(operation, self.client)
+
+    def _mark_if_sold_out(self, code: int) -> None:
+        """After the server's answer: waits for the sold-out cache's reads (``_learn``); a
+        key they found moved has the slot map relearned and the reads made once more."""
+        for _ in range(2):
+            reading = self._learn(code)
+            if reading is None:
+                return
+            wait([reading], timeout=REPLY_TIMEOUT_S)
+            if not reading.done() or reading.result() != MOVED:
+                return
+            nodes_of(self.client).refresh_topology()
 
     def try_buy(self, user: User, qty: int = 1) -> int:
         """Buys ``qty`` units for ``user``; replies as SECKILL.TRY: the units left (>= 0), or
@@ -136,7 +144,7 @@ class FlashSale(SaleOps):
             return SOLD_OUT
         with self._turns.take(user):
             code, _ = self._run(self._buy_op(user, qty, None))
-        _wait_for(self._learn(code))
+        self._mark_if_sold_out(code)
         return int(code)
 
     def try_buy_acked(self, user: User, qty: int = 1, replicas: int = 1, timeout_ms: int = 1_000) -> Tuple[int, int]:
@@ -149,7 +157,7 @@ class FlashSale(SaleOps):
             return SOLD_OUT, 0
         with self._turns.take(user):
             code, acked = self._run(self._buy_op(user, qty, (replicas, timeout_ms)))
-        _wait_for(self._learn(code))
+        self._mark_if_sold_out(code)
         return int(code), int(acked)
 
     def confirm(self, user: User) -> bool:

@@ -13,7 +13,6 @@ one-at-a-time rule are asyncio waits, so no call blocks the loop.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 from typing import Any, Awaitable, Callable, Generator, List, Optional, Tuple
 
 import redis
@@ -21,7 +20,7 @@ import redis.asyncio
 
 from .._effects import Acquire, Call, Effect, Operation, Release, Sleep
 from .._node import READ_ONLY, NodeCall, lost_node
-from .._tracking import REPLY_TIMEOUT_S
+from .._tracking import MOVED, REPLY_TIMEOUT_S
 from ._node import nodes_of
 from .._turns import AsyncBuyerTurns
 from ..errors import translate
@@ -94,12 +93,6 @@ async def drive(operation: Generator[Any, Any, Any], perform_one: Callable[[Any]
             failure = error
 
 
-async def _wait_for(reading: "Optional[concurrent.futures.Future[bool]]") -> None:
-    """``seckill.flash_sale._wait_for`` on the event loop (the reads are the cache thread's)."""
-    if reading is not None:
-        await asyncio.wait([asyncio.wrap_future(reading)], timeout=REPLY_TIMEOUT_S)
-
-
 class FlashSale(SaleOps):
     """``seckill.FlashSale``, async: a flash sale, one key or partitioned, on a
     ``redis.asyncio`` client. Share one handle between the tasks of one event loop."""
@@ -113,13 +106,25 @@ class FlashSale(SaleOps):
     async def _run(self, operation: Operation[Any]) -> Any:
         return await run(operation, self.client)
 
+    async def _mark_if_sold_out(self, code: int) -> None:
+        """``seckill.FlashSale._mark_if_sold_out`` on the event loop (the reads are the cache
+        thread's)."""
+        for _ in range(2):
+            reading = self._learn(code)
+            if reading is None:
+                return
+            await asyncio.wait([asyncio.wrap_future(reading)], timeout=REPLY_TIMEOUT_S)
+            if not reading.done() or reading.result() != MOVED:
+                return
+            await nodes_of(self.client).refresh_topology()
+
     async def try_buy(self, user: User, qty: int = 1) -> int:
         """See ``seckill.FlashSale.try_buy``."""
         if self._refused_locally():
             return SOLD_OUT
         async with self._turns.take(user):
             code, _ = await self._run(self._buy_op(user, qty, None))
-        await _wait_for(self._learn(code))
+        await self._mark_if_sold_out(code)
         return int(code)
 
     async def try_buy_acked(self, user: User, qty: int = 1, replicas: int = 1,
@@ -129,7 +134,7 @@ class FlashSale(SaleOps):
             return SOLD_OUT, 0
         async with self._turns.take(user):
             code, acked = await self._run(self._buy_op(user, qty, (replicas, timeout_ms)))
-        await _wait_for(self._learn(code))
+        await self._mark_if_sold_out(code)
         return int(code), int(acked)
 
     async def confirm(self, user: User) -> bool:
