@@ -221,7 +221,9 @@ macro_rules! impl_async_flash_sale {
             }
 
             fn stats(&self) -> ClientStats {
-                self.0.counters().snapshot()
+                let mut stats = self.0.counters().snapshot();
+                stats.invalidations = self.0.cached().map_or(0, |c| c.invalidations());
+                stats
             }
         }
     };
@@ -250,6 +252,11 @@ impl Sale {
         Ok(Sale(
             crate::Sale::create_on(&mut Tokio(con), key, spec).await?,
         ))
+    }
+
+    /// See [`crate::Sale::with_local_cache`].
+    pub fn with_local_cache(self, cache: &crate::SoldOutCache) -> Sale {
+        Sale(self.0.with_local_cache(cache))
     }
 
     /// See [`crate::Sale::with_retry`].
@@ -304,6 +311,11 @@ impl PartitionedSale {
     /// See [`crate::PartitionedSale::with_seal_ms`].
     pub fn with_seal_ms(self, ms: u64) -> PartitionedSale {
         PartitionedSale(self.0.with_seal_ms(ms))
+    }
+
+    /// See [`crate::PartitionedSale::with_local_cache`].
+    pub fn with_local_cache(self, cache: &crate::SoldOutCache) -> PartitionedSale {
+        PartitionedSale(self.0.with_local_cache(cache))
     }
 
     /// See [`crate::PartitionedSale::with_retry`].

@@ -5,7 +5,9 @@
 use crate::error::Result;
 use crate::info::{Buyer, SaleEvent, SaleInfo};
 use crate::reply::TryReply;
+use crate::tracking::Cached;
 use redis::ConnectionLike;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Counters of what this client did, for tuning and benchmarks.
@@ -21,6 +23,10 @@ pub struct ClientStats {
     /// Partitions this client sealed, and interrupted transfers it finished.
     pub seals: u64,
     pub recovered: u64,
+    /// Purchases the sold-out cache refused with nothing sent (`with_local_cache`).
+    pub local_refusals: u64,
+    /// Invalidations Redis pushed for the sale's keys to the sold-out cache.
+    pub invalidations: u64,
 }
 
 #[derive(Default)]
@@ -31,6 +37,7 @@ pub(crate) struct Counters {
     pub(crate) units_moved: AtomicU64,
     pub(crate) seals: AtomicU64,
     pub(crate) recovered: AtomicU64,
+    pub(crate) local_refusals: AtomicU64,
 }
 
 impl Counters {
@@ -43,8 +50,32 @@ impl Counters {
             units_moved: get(&self.units_moved),
             seals: get(&self.seals),
             recovered: get(&self.recovered),
+            local_refusals: get(&self.local_refusals),
+            invalidations: 0,
         }
     }
+}
+
+/// A purchase through the sale's sold-out cache, if it has one: refused with nothing sent
+/// while the sale is marked sold out (and, as nothing was sent, with nothing to wait for:
+/// `(SoldOut, true)`, as a purchase sent again counts no replica); else `server`, and a
+/// SOLD_OUT from it has the cache read the sale before the call returns.
+pub(crate) async fn through_cache(
+    cached: Option<&Cached>,
+    counters: &Counters,
+    server: impl Future<Output = Result<(TryReply, bool)>>,
+) -> Result<(TryReply, bool)> {
+    if let Some(cached) = cached
+        && cached.refuses()
+    {
+        counters.local_refusals.fetch_add(1, Ordering::Relaxed);
+        return Ok((TryReply::SoldOut, true));
+    }
+    let bought = server.await?;
+    if let (Some(cached), TryReply::SoldOut) = (cached, &bought.0) {
+        cached.learn().await;
+    }
+    Ok(bought)
 }
 
 /// A flash sale, one key or partitioned: generic code sells through either. Each call takes
@@ -233,7 +264,9 @@ macro_rules! impl_flash_sale {
             }
 
             fn stats(&self) -> $crate::ClientStats {
-                self.counters().snapshot()
+                let mut stats = self.counters().snapshot();
+                stats.invalidations = self.cached().map_or(0, |c| c.invalidations());
+                stats
             }
         }
     };

@@ -70,6 +70,7 @@ mod routing;
 mod sale;
 mod session;
 mod spec;
+mod tracking;
 mod turns;
 
 pub use error::{Error, Result};
@@ -84,3 +85,4 @@ pub use routing::partition_of;
 pub use sale::Sale;
 pub use session::{ClusterSession, Session};
 pub use spec::SaleSpec;
+pub use tracking::SoldOutCache;

@@ -12,6 +12,7 @@ use crate::reply::TryReply;
 use crate::retry::{Retrier, RetryPolicy, is_retryable};
 use crate::routing::{partition_key, partition_of};
 use crate::spec::{MANIFEST_VERSION, SaleSpec};
+use crate::tracking::{Cached, SoldOutCache};
 use crate::turns::BuyerTurns;
 use redis::{ConnectionLike, RedisResult, Value, cmd};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -53,6 +54,7 @@ pub struct PartitionedSale {
     retry: RetryPolicy,
     counters: Counters,
     turns: BuyerTurns,
+    cached: Option<Cached>,
 }
 
 impl PartitionedSale {
@@ -215,6 +217,7 @@ impl PartitionedSale {
             retry: RetryPolicy::default(),
             counters: Counters::default(),
             turns: BuyerTurns::default(),
+            cached: None,
         }
     }
 
@@ -223,6 +226,19 @@ impl PartitionedSale {
     /// stock returned to another partition (a cancel, an expired hold) sooner.
     pub fn with_seal_ms(mut self, ms: u64) -> PartitionedSale {
         self.seal_ms = ms.max(1);
+        self
+    }
+
+    /// Answers purchases through `cache`, the sold-out cache: once the server refused one as
+    /// sold out, the next are refused here, with nothing sent, until Redis pushes a change of
+    /// the sale (docs/clients.md, "The sold-out cache"). Only refusals are cached.
+    pub fn with_local_cache(mut self, cache: &SoldOutCache) -> PartitionedSale {
+        self.cached = Some(Cached::new(
+            cache,
+            format!("sale:{}", self.name),
+            self.keys.clone(),
+            true,
+        ));
         self
     }
 
@@ -300,6 +316,16 @@ impl PartitionedSale {
     /// A purchase, and whether any call of it had to be sent again (see
     /// [`crate::FlashSale::try_buy`]).
     pub(crate) async fn buy_on<L: Link>(
+        &self,
+        link: &mut L,
+        user: &[u8],
+        qty: u64,
+    ) -> Result<(TryReply, bool)> {
+        let server = self.buy_on_server(link, user, qty);
+        crate::flash_sale::through_cache(self.cached.as_ref(), &self.counters, server).await
+    }
+
+    async fn buy_on_server<L: Link>(
         &self,
         link: &mut L,
         user: &[u8],
@@ -565,6 +591,10 @@ impl PartitionedSale {
 
     pub(crate) fn counters(&self) -> &Counters {
         &self.counters
+    }
+
+    pub(crate) fn cached(&self) -> Option<&Cached> {
+        self.cached.as_ref()
     }
 }
 

@@ -11,6 +11,7 @@ use crate::protocol::DRAINED;
 use crate::reply::TryReply;
 use crate::retry::{Retrier, RetryPolicy};
 use crate::spec::SaleSpec;
+use crate::tracking::{Cached, SoldOutCache};
 use crate::turns::BuyerTurns;
 use redis::ConnectionLike;
 use std::sync::atomic::Ordering;
@@ -22,6 +23,7 @@ pub struct Sale {
     retry: RetryPolicy,
     counters: Counters,
     turns: BuyerTurns,
+    cached: Option<Cached>,
 }
 
 impl Sale {
@@ -33,6 +35,7 @@ impl Sale {
             retry: RetryPolicy::default(),
             counters: Counters::default(),
             turns: BuyerTurns::default(),
+            cached: None,
         }
     }
 
@@ -90,6 +93,19 @@ impl Sale {
         Ok(Sale::new(key))
     }
 
+    /// Answers purchases through `cache`, the sold-out cache: once the server refused one as
+    /// sold out, the next are refused here, with nothing sent, until Redis pushes a change of
+    /// the sale (docs/clients.md, "The sold-out cache"). Only refusals are cached.
+    pub fn with_local_cache(mut self, cache: &SoldOutCache) -> Sale {
+        self.cached = Some(Cached::new(
+            cache,
+            format!("key:{}", self.key),
+            vec![self.key.clone()],
+            false,
+        ));
+        self
+    }
+
     /// How `try_buy` and `cancel` retry a call whose answer was lost (default
     /// [`RetryPolicy::default`]: 10 s). Each call carries a fresh attempt id, so a retry
     /// never buys or cancels twice.
@@ -120,6 +136,16 @@ impl Sale {
     }
 
     pub(crate) async fn buy_on<L: Link>(
+        &self,
+        link: &mut L,
+        user: &[u8],
+        qty: u64,
+    ) -> Result<(TryReply, bool)> {
+        let server = self.buy_on_server(link, user, qty);
+        crate::flash_sale::through_cache(self.cached.as_ref(), &self.counters, server).await
+    }
+
+    async fn buy_on_server<L: Link>(
         &self,
         link: &mut L,
         user: &[u8],
@@ -204,6 +230,10 @@ impl Sale {
 
     pub(crate) fn counters(&self) -> &Counters {
         &self.counters
+    }
+
+    pub(crate) fn cached(&self) -> Option<&Cached> {
+        self.cached.as_ref()
     }
 }
 
