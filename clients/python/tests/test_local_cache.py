@@ -260,3 +260,14 @@ def test_many_threads_share_one_mark_and_one_connection(server):
     sent = sale.stats.tries
     assert sent + sale.stats.local_refusals == 3_200
     print(f"16 threads, 3 200 tries: {sent} sent, median code {statistics.median(told)}")
+
+
+@pytest.mark.parametrize("page", ["docs/clients.md", "clients/python/README.md"])
+def test_the_sold_out_cache_example_runs(server, page):
+    from conftest import REPO
+
+    text = (REPO / page).read_text(encoding="utf-8")
+    block = text.split("<!-- sold-out-cache-example -->\n```python\n", 1)[1].split("```", 1)[0]
+    redis.Redis(port=server).delete("sale:flash")
+    block = block.replace("redis.Redis()", f"redis.Redis(port={server}, protocol={PROTOCOL})")
+    exec(compile(block, page, "exec"), {})
