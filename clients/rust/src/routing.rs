@@ -1,4 +1,5 @@
-//! Which sale key a user buys in, the same in every client library.
+//! Which sale key a user buys in, the same in every client library; and which node a
+//! cluster's redirect names.
 
 /// The partition a user always buys in: FNV-1a (64-bit) of the user id's bytes, modulo the
 /// number of partitions. Every client library computes the same (`clients/partition-hash.txt`).
@@ -19,9 +20,28 @@ pub(crate) fn partition_key(name: &str, index: impl std::fmt::Display) -> String
     format!("{{{name}/{index}}}")
 }
 
+/// The node of a MOVED or ASK error's details, `<slot> <host>:<port>`.
+pub(crate) fn redirect_address(details: &str) -> Option<(String, u16)> {
+    let (host, port) = details.split_ascii_whitespace().nth(1)?.rsplit_once(':')?;
+    Some((host.to_string(), port.parse().ok()?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_redirect_names_its_node() {
+        let node = Some(("127.0.0.1".to_string(), 7000));
+        assert_eq!(redirect_address("3999 127.0.0.1:7000"), node);
+        assert_eq!(
+            redirect_address("3999 ::1:7000"),
+            Some(("::1".to_string(), 7000))
+        );
+        assert_eq!(redirect_address("3999"), None);
+        assert_eq!(redirect_address("3999 127.0.0.1"), None);
+        assert_eq!(redirect_address("3999 127.0.0.1:port"), None);
+    }
 
     #[test]
     fn users_hash_to_stable_partitions() {

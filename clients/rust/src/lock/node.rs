@@ -46,14 +46,10 @@ impl Target {
 /// `MOVED <slot> <host>:<port>`.
 pub(crate) fn redirect(e: &redis::RedisError) -> Option<(String, u16)> {
     let errors = e.clone().into_server_errors()?;
-    let detail = errors
+    let (_, error) = errors
         .iter()
-        .find(|(_, error)| matches!(error.code(), "MOVED" | "ASK"))?
-        .1
-        .details()?
-        .to_string();
-    let (host, port) = detail.split_ascii_whitespace().nth(1)?.rsplit_once(':')?;
-    Some((host.to_string(), port.parse().ok()?))
+        .find(|(_, error)| matches!(error.code(), "MOVED" | "ASK"))?;
+    crate::routing::redirect_address(error.details()?)
 }
 
 /// A sync connection; `pause` waits on `stop` (the guard's release) when it has one.

@@ -74,7 +74,8 @@ struct State {
     generation: HashMap<String, u64>,
     sales_of: HashMap<String, HashSet<String>>,
     invalidations: HashMap<String, u64>,
-    waiting: HashMap<String, Vec<oneshot::Sender<Outcome>>>,
+    /// sale id -> its reading in progress (one at a time).
+    readings: HashMap<String, Arc<Mutex<Reading>>>,
 }
 
 type Handler = Box<dyn FnOnce(&Arc<Shared>, Frame) + Send>;
@@ -94,6 +95,9 @@ struct Reading {
     answers: HashMap<String, (Frame, u64)>,
     failed: bool,
     moved: bool,
+    /// Who waits for the outcome; emptied when the reading is finished.
+    waiters: Vec<oneshot::Sender<Outcome>>,
+    finished: bool,
 }
 
 impl SoldOutCache {
@@ -160,29 +164,35 @@ impl SoldOutCache {
     ) -> oneshot::Receiver<Outcome> {
         let (tx, rx) = oneshot::channel();
         let mut state = self.shared.state();
-        if let Some(waiters) = state.waiting.get_mut(sale) {
-            waiters.push(tx);
+        if let Some(reading) = state.readings.get(sale) {
+            lock(reading).waiters.push(tx);
             return rx;
         }
-        state.waiting.insert(sale.to_string(), vec![tx]);
-        drop(state);
-        let reading = Reading {
+        let reading = Arc::new(Mutex::new(Reading {
             sale: sale.to_string(),
             keys: keys.to_vec(),
             whole_sale,
             answers: HashMap::new(),
             failed: false,
             moved: false,
-        };
-        let shared = self.shared.clone();
-        let started = std::thread::Builder::new()
+            waiters: vec![tx],
+            finished: false,
+        }));
+        state.readings.insert(sale.to_string(), reading.clone());
+        drop(state);
+        let (shared, started) = (self.shared.clone(), reading.clone());
+        let spawned = std::thread::Builder::new()
             .name("seckill-tracking".into())
-            .spawn(move || start(&shared, reading));
-        if started.is_err() {
-            self.shared.finish_failed(sale);
+            .spawn(move || start(&shared, &started));
+        if spawned.is_err() {
+            self.shared.fail(&reading);
         }
         rx
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn now_ms() -> u64 {
@@ -192,52 +202,43 @@ fn now_ms() -> u64 {
 }
 
 /// Sends a reading's reads (on the thread `learn` started).
-fn start(shared: &Arc<Shared>, reading: Reading) {
-    let reading = Arc::new(Mutex::new(reading));
-    let keys = reading
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .keys
-        .clone();
-    let sale = reading
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .sale
-        .clone();
+fn start(shared: &Arc<Shared>, reading: &Arc<Mutex<Reading>>) {
+    let (sale, keys) = {
+        let r = lock(reading);
+        (r.sale.clone(), r.keys.clone())
+    };
     for key in keys {
         let Some(node) = shared.node_for(&key) else {
-            shared.finish_failed(&sale);
+            shared.fail(reading);
             return;
         };
-        {
-            let mut state = shared.state();
-            state
-                .sales_of
-                .entry(key.clone())
-                .or_default()
-                .insert(sale.clone());
-        }
-        node.keys
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key.clone());
-        let reading = reading.clone();
+        shared
+            .state()
+            .sales_of
+            .entry(key.clone())
+            .or_default()
+            .insert(sale.clone());
+        lock(&node.keys).insert(key.clone());
+        let answering = reading.clone();
         let read_key = key.clone();
         let handler: Handler =
-            Box::new(move |shared, frame| answered(shared, &reading, read_key, frame));
+            Box::new(move |shared, frame| answered(shared, &answering, read_key, frame));
         if node
             .send(&[b"SECKILL.INFO", key.as_bytes()], handler)
             .is_err()
         {
-            shared.lose(&node);
+            shared.lose(&node); // fails this reading too, through its handlers
             return;
         }
     }
 }
 
-fn answered(shared: &Arc<Shared>, reading: &Mutex<Reading>, key: String, frame: Frame) {
+fn answered(shared: &Arc<Shared>, reading: &Arc<Mutex<Reading>>, key: String, frame: Frame) {
     let mut state = shared.state();
-    let mut r = reading.lock().unwrap_or_else(|e| e.into_inner());
+    let mut r = lock(reading);
+    if r.finished {
+        return; // a failed reading's later answers change nothing
+    }
     match &frame {
         Frame::Map(_) | Frame::Array(_) => {
             let seen = state.generation.get(&key).copied().unwrap_or(0);
@@ -273,12 +274,23 @@ fn answered(shared: &Arc<Shared>, reading: &Mutex<Reading>, key: String, frame: 
     } else {
         Outcome::Unmarked
     };
-    for waiter in state.waiting.remove(&r.sale).unwrap_or_default() {
+    finish(&mut state, reading, &mut r, outcome);
+}
+
+/// Ends `reading` (held locked as `r`): its waiters get `outcome`, and the sale may be read
+/// again.
+fn finish(state: &mut State, reading: &Arc<Mutex<Reading>>, r: &mut Reading, outcome: Outcome) {
+    r.finished = true;
+    if state
+        .readings
+        .get(&r.sale)
+        .is_some_and(|current| Arc::ptr_eq(current, reading))
+    {
+        state.readings.remove(&r.sale);
+    }
+    for waiter in r.waiters.drain(..) {
         let _ = waiter.send(outcome);
     }
-    // A reading answered once: later answers (of a failed one) change nothing.
-    r.failed = true;
-    r.keys.clear();
 }
 
 fn shows_sold_out(state: &State, r: &Reading) -> bool {
@@ -303,24 +315,25 @@ fn shows_sold_out(state: &State, r: &Reading) -> bool {
     in_flight == 0 && infos.iter().all(|f| f.field("pending_out") == 0)
 }
 
-/// `MOVED <slot> <host>:<port>` (or ASK): the node.
+/// The node a `MOVED <slot> <host>:<port>` (or ASK) error reply names.
 fn moved_to(message: &str) -> Option<(String, u16)> {
-    let mut words = message.split_ascii_whitespace();
-    if !matches!(words.next(), Some("MOVED" | "ASK")) {
-        return None;
-    }
-    let (host, port) = words.nth(1)?.rsplit_once(':')?;
-    Some((host.to_string(), port.parse().ok()?))
+    let details = message
+        .strip_prefix("MOVED ")
+        .or_else(|| message.strip_prefix("ASK "))?;
+    crate::routing::redirect_address(details)
 }
 
 impl Shared {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.state)
     }
 
-    fn finish_failed(&self, sale: &str) {
-        for waiter in self.state().waiting.remove(sale).unwrap_or_default() {
-            let _ = waiter.send(Outcome::Unmarked);
+    /// A reading that could not be sent: no mark; the next refusal asks again.
+    fn fail(&self, reading: &Arc<Mutex<Reading>>) {
+        let mut state = self.state();
+        let mut r = lock(reading);
+        if !r.finished {
+            finish(&mut state, reading, &mut r, Outcome::Unmarked);
         }
     }
 
@@ -403,13 +416,7 @@ impl Shared {
                 .iter()
                 .filter_map(|k| k.text().map(str::to_string))
                 .collect(),
-            _ => node
-                .keys
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter()
-                .cloned()
-                .collect(),
+            _ => lock(&node.keys).iter().cloned().collect(),
         };
         self.invalidate(&keys, true);
     }
@@ -453,25 +460,10 @@ impl Shared {
                 .node_of
                 .retain(|_, (host, port)| format!("{host}:{port}") != node.name);
         }
-        let _ = node
-            .writer
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .shutdown(std::net::Shutdown::Both);
-        let keys: Vec<String> = node
-            .keys
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .cloned()
-            .collect();
+        let _ = lock(&node.writer).shutdown(std::net::Shutdown::Both);
+        let keys: Vec<String> = lock(&node.keys).iter().cloned().collect();
         self.invalidate(&keys, false);
-        let handlers: Vec<_> = node
-            .handlers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain(..)
-            .collect();
+        let handlers: Vec<_> = lock(&node.handlers).drain(..).collect();
         for (_, handler) in handlers {
             handler(
                 self,
@@ -481,7 +473,7 @@ impl Shared {
     }
 
     fn covers_marks(&self, node: &Tracked) -> bool {
-        let keys = node.keys.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let keys = lock(&node.keys).clone();
         let state = self.state();
         let marks = self.marks.read().unwrap_or_else(|e| e.into_inner());
         keys.iter()
@@ -494,17 +486,14 @@ impl Shared {
 impl Tracked {
     fn send(&self, args: &[&[u8]], handler: Handler) -> std::io::Result<()> {
         // The handler is queued before the command leaves, so its reply finds it.
-        let mut handlers = self.handlers.lock().unwrap_or_else(|e| e.into_inner());
-        self.writer
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .write_all(&encode(args))?;
+        let mut handlers = lock(&self.handlers);
+        lock(&self.writer).write_all(&encode(args))?;
         handlers.push_back((Instant::now(), handler));
         Ok(())
     }
 
     fn late(&self) -> bool {
-        let handlers = self.handlers.lock().unwrap_or_else(|e| e.into_inner());
+        let handlers = lock(&self.handlers);
         handlers
             .front()
             .is_some_and(|(sent, _)| sent.elapsed() > REPLY_TIMEOUT)
@@ -533,12 +522,7 @@ fn read_frame(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> std::io::Result<F
 /// A tracking connection's reader: replies to their handlers, pushes to the marks, in the
 /// order the server sent them.
 fn serve(shared: &Arc<Shared>, node: &Arc<Tracked>) {
-    let Ok(mut stream) = node
-        .writer
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .try_clone()
-    else {
+    let Ok(mut stream) = lock(&node.writer).try_clone() else {
         shared.lose(node);
         return;
     };
@@ -548,11 +532,7 @@ fn serve(shared: &Arc<Shared>, node: &Arc<Tracked>) {
         match read_frame(&mut stream, &mut buffer) {
             Ok(Frame::Push(items)) => shared.pushed(node, &items),
             Ok(frame) => {
-                let handler = node
-                    .handlers
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .pop_front();
+                let handler = lock(&node.handlers).pop_front();
                 if let Some((_, handler)) = handler {
                     handler(shared, frame);
                 }
