@@ -34,13 +34,13 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Callable, Deque, Dict, List, Optional, Set, Tuple, cast
+from typing import Any, Callable, Deque, Dict, FrozenSet, List, Optional, Set, Tuple, cast
 
 import redis
 
 from ._node import own_connection
 from ._resp import ErrorReply, Incomplete, Push, encode, parse
-from .info import as_text
+from .info import PartitionInfo, SaleInfo, as_text, fields_of
 
 __all__ = ["Route", "SoldOutCache", "cache_of", "route"]
 
@@ -67,7 +67,6 @@ class Mark:
     """A sale shown sold out. ``until``: the sale's END (wall-clock seconds), after which the
     server answers ENDED rather than sold out; None without an END."""
 
-    keys: Tuple[str, ...]
     until: Optional[float]
 
     def holds(self) -> bool:
@@ -81,7 +80,8 @@ class _Reading:
     sale: str
     routes: List[Route]
     whole_sale: bool
-    answers: Dict[str, Tuple[Dict[str, Any], int]] = field(default_factory=dict)
+    #: key -> its INFO, the sale's END there (unix ms, 0: none), its generation when answered.
+    answers: Dict[str, Tuple[PartitionInfo, int, int]] = field(default_factory=dict)
     failed: bool = False
     #: A read was answered MOVED or ASK: the application client's slot map is behind.
     moved: bool = False
@@ -116,19 +116,6 @@ class _Tracked:
         return bool(pending and pending())
 
 
-def _fields(reply: Any) -> Optional[Dict[str, Any]]:
-    if isinstance(reply, dict):
-        return {as_text(k): v for k, v in reply.items()}
-    if isinstance(reply, list):
-        return {as_text(reply[i]): reply[i + 1] for i in range(0, len(reply) - 1, 2)}
-    return None
-
-
-def _number(fields: Dict[str, Any], name: str) -> int:
-    value = fields.get(name)
-    return int(value) if value is not None else 0
-
-
 class SoldOutCache:
     """The marks of one application client and the thread that keeps them (``cache_of``)."""
 
@@ -159,16 +146,22 @@ class SoldOutCache:
         """Invalidations received for ``sale``'s keys."""
         return self._invalidations[sale]
 
-    def learn(self, sale: str, routes: List[Route], whole_sale: bool) -> "Future[str]":
-        """The server refused ``sale`` as sold out: reads its keys (``routes``) in the cache's
-        thread and marks it if they show it so. The future tells, once the reads are answered,
-        MARKED, UNMARKED, or MOVED (a key was not where ``routes`` said); one reading per sale at a time (a second call gets the
-        first's future)."""
+    def learn(self, sale: str, routes: Callable[[], List[Route]], whole_sale: bool) -> "Future[str]":
+        """The server refused ``sale`` as sold out: reads its keys (where ``routes()`` says) in
+        the cache's thread and marks it if they show it so. The future tells, once the reads
+        are answered, MARKED, UNMARKED, or MOVED (a key was not where ``routes`` said). One
+        reading per sale at a time: a second call gets the first's future (and ``routes`` is
+        called only for a reading that starts; its errors are the caller's)."""
         with self._lock:
             reading = self._reading.get(sale)
             if reading is not None:
                 return reading.done
-            reading = self._reading[sale] = _Reading(sale, routes, whole_sale)
+        where = routes()
+        with self._lock:
+            reading = self._reading.get(sale)
+            if reading is not None:
+                return reading.done
+            reading = self._reading[sale] = _Reading(sale, where, whole_sale)
             self._requests.append(reading)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._serve, name="seckill-tracking", daemon=True)
@@ -240,12 +233,14 @@ class SoldOutCache:
                 return
 
     def _answered(self, request: _Reading, key: str, reply: Any) -> None:
-        fields = _fields(reply)
-        if fields is None:
+        try:
+            if not isinstance(reply, (dict, list)):
+                raise redis.exceptions.DataError(f"SECKILL.INFO answered {reply!r}")
+            end = int(fields_of(reply).get("end") or 0)
+            request.answers[key] = (PartitionInfo.from_reply(reply), end, self._generation[key])
+        except redis.exceptions.DataError:
             request.failed = True
             request.moved |= isinstance(reply, ErrorReply) and reply.message.startswith(("MOVED", "ASK"))
-        else:
-            request.answers[key] = (fields, self._generation[key])
         if request.failed or len(request.answers) == len(request.routes):
             self._finish(request, request.failed)
 
@@ -256,22 +251,19 @@ class SoldOutCache:
             del self._reading[request.sale]
             marked = not failed and self._shows_sold_out(request)
             if marked:
-                ends = [_number(f, "end") for f, _ in request.answers.values() if _number(f, "end") > 0]
-                self.marks[request.sale] = Mark(tuple(r.key for r in request.routes), min(ends) / 1000 if ends else None)
+                ends = [end for _, end, _ in request.answers.values() if end > 0]
+                self.marks[request.sale] = Mark(min(ends) / 1000 if ends else None)
         request.done.set_result(MOVED if request.moved else MARKED if marked else UNMARKED)
 
     def _shows_sold_out(self, request: _Reading) -> bool:
         answers = request.answers
-        if any(self._generation[key] != seen for key, (_, seen) in answers.items()):
+        if any(self._generation[key] != seen for key, (_, _, seen) in answers.items()):
             return False  # a key changed (or its connection went) after it was read
-        infos = [fields for fields, _ in answers.values()]
-        if any(_number(f, "remaining") > 0 for f in infos):
-            return False
+        total = SaleInfo.total([info for info, _, _ in answers.values()])
         if not request.whole_sale:
-            return True
+            return total.remaining == 0
         # A partitioned sale: no units on their way between partitions either.
-        in_flight = sum(_number(f, "lent") for f in infos) - sum(_number(f, "absorbed") for f in infos)
-        return in_flight == 0 and all(_number(f, "pending_out") == 0 for f in infos)
+        return total.sold_out and total.pending_out == 0
 
     def _receive(self, node: _Tracked) -> None:
         try:
@@ -371,7 +363,7 @@ def _sync_kind(kind: Any) -> Any:
     """The sync connection class matching an asyncio one (the cache's thread is not a loop)."""
     import redis.asyncio.connection as aio
 
-    if kind is aio.SSLConnection or (isinstance(kind, type) and issubclass(kind, aio.SSLConnection)):
+    if isinstance(kind, type) and issubclass(kind, aio.SSLConnection):
         return redis.SSLConnection
     if kind is aio.UnixDomainSocketConnection:
         return redis.UnixDomainSocketConnection
@@ -380,12 +372,19 @@ def _sync_kind(kind: Any) -> Any:
     return kind
 
 
-def _accepted(kind: Any, kwargs: Dict[str, Any]) -> Dict[str, Any]:
+@functools.lru_cache(maxsize=None)
+def _parameters(kind: Any) -> FrozenSet[str]:
+    """Every keyword a connection class's constructors take."""
     names: Set[str] = set()
     for klass in inspect.getmro(kind):
         init = klass.__dict__.get("__init__")
         if init is not None:
             names |= set(inspect.signature(init).parameters)
+    return frozenset(names)
+
+
+def _accepted(kind: Any, kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    names = _parameters(kind)
     return {k: v for k, v in kwargs.items() if k in names}
 
 

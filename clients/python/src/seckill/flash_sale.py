@@ -63,10 +63,10 @@ class SaleOps:
         if code != SOLD_OUT or self._sold_out is None:
             return None
         try:
-            routes = [route(self.client, key) for key in self._cache_keys]
+            return self._sold_out.learn(
+                self._cache_id, lambda: [route(self.client, key) for key in self._cache_keys], self._whole_sale)
         except (AttributeError, KeyError, redis.exceptions.RedisError):
             return None  # the cluster client's slot map is being relearned: the next refusal asks
-        return self._sold_out.learn(self._cache_id, routes, self._whole_sale)
 
     def _count(self, name: str, by: int = 1) -> None:
         with self._stats_lock:
