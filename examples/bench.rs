@@ -887,6 +887,29 @@ fn main() {
     chart(&cfg.out);
 }
 
+/// Runs `bench/<script>` with the project's .venv Python and `args`: the `count` numbers it
+/// prints (its stdout and stderr in the panic if it printed anything else).
+fn python_numbers(script: &str, args: &[String], count: usize) -> Vec<f64> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(root.join(".venv/bin/python"))
+        .arg(root.join("bench").join(script))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("bench/{script}: {e}"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let numbers: Vec<f64> = text
+        .split_whitespace()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    assert_eq!(
+        numbers.len(),
+        count,
+        "bench/{script}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    numbers
+}
+
 /// Draws the ratio chart with bench/chart.py (matplotlib, from the project's .venv).
 fn chart(out: &Path) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -1504,32 +1527,15 @@ mod async_clients {
 /// The client libraries' locks against redis-py's own `Lock` (bench/python_locks.py):
 /// uncontended hold + release, and the handoff from a release to a waiting holder's grant.
 mod client_locks {
-    use super::Config;
+    use super::{Config, python_numbers};
     use seckill_harness::Server;
     use std::fmt::Write;
-    use std::path::Path;
-    use std::process::Command;
 
     pub fn section(cfg: &Config) -> (String, String) {
         let server = Server::start();
         let holds = (cfg.requests / 30).max(300);
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let out = Command::new(root.join(".venv/bin/python"))
-            .arg(root.join("bench/python_locks.py"))
-            .args([server.port.to_string(), holds.to_string(), "50".to_string()])
-            .output()
-            .expect("bench/python_locks.py");
-        let text = String::from_utf8_lossy(&out.stdout);
-        let n: Vec<f64> = text
-            .split_whitespace()
-            .filter_map(|v| v.parse().ok())
-            .collect();
-        assert_eq!(
-            n.len(),
-            10,
-            "bench/python_locks.py: {text}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let args = [server.port.to_string(), holds.to_string(), "50".to_string()];
+        let n = python_numbers("python_locks.py", &args, 10);
         let (ours, theirs) = (n[0], n[1]);
         let mut md = String::new();
         writeln!(
@@ -1570,12 +1576,10 @@ mod client_locks {
 /// second in one client process with the cache and without, the server's SECKILL.TRY calls
 /// per 1 M sold-out tries with it, and how soon a returned unit is sold through it.
 mod sold_out_cache {
-    use super::{Config, median, reset_stats, usec_per_call};
+    use super::{Config, median, python_numbers, reset_stats, usec_per_call};
     use seckill_client::{FlashSale, PartitionedSale, Sale, SaleSpec, SoldOutCache, TryReply};
     use seckill_harness::{Server, command_calls};
     use std::fmt::Write;
-    use std::path::Path;
-    use std::process::Command;
     use std::time::Instant;
 
     const PARTITIONS: u32 = 16;
@@ -1652,27 +1656,12 @@ mod sold_out_cache {
         let lag_p50 = median(lags.clone());
         let lag_max = lags.iter().copied().fold(0.0, f64::max);
 
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let out = Command::new(root.join(".venv/bin/python"))
-            .arg(root.join("bench/python_sold_out.py"))
-            .args([
-                server.port.to_string(),
-                (tries_off / 2).to_string(),
-                (tries_on / 10).to_string(),
-            ])
-            .output()
-            .expect("bench/python_sold_out.py");
-        let text = String::from_utf8_lossy(&out.stdout);
-        let py: Vec<f64> = text
-            .split_whitespace()
-            .filter_map(|v| v.parse().ok())
-            .collect();
-        assert_eq!(
-            py.len(),
-            8,
-            "bench/python_sold_out.py: {text}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let args = [
+            server.port.to_string(),
+            (tries_off / 2).to_string(),
+            (tries_on / 10).to_string(),
+        ];
+        let py = python_numbers("python_sold_out.py", &args, 8);
 
         let mut md = String::new();
         writeln!(
