@@ -229,7 +229,8 @@ class SoldOutCache:
             try:
                 node.send(("SECKILL.INFO", route.key), functools.partial(self._answered, request, route.key))
             except OSError:
-                self._lose(node)  # fails this request too, through its handlers
+                self._lose(node)  # fails the reads already sent, through their handlers
+                self._finish(request, failed=True)  # and this one, if it was the first
                 return
 
     def _answered(self, request: _Reading, key: str, reply: Any) -> None:

@@ -227,7 +227,8 @@ fn start(shared: &Arc<Shared>, reading: &Arc<Mutex<Reading>>) {
             .send(&[b"SECKILL.INFO", key.as_bytes()], handler)
             .is_err()
         {
-            shared.lose(&node); // fails this reading too, through its handlers
+            shared.lose(&node); // fails the reads already sent, through their handlers
+            shared.fail(reading); // and this one, if it was the first
             return;
         }
     }
