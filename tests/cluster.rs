@@ -6,11 +6,12 @@
 
 use redis::cluster::{ClusterClient, ClusterConnection};
 use seckill_client::{
-    ClientStats, ClusterSession, Error, FlashSale, PartitionedSale, RetryPolicy, SaleInfo,
+    ClientStats, ClusterSession, Error, FlashSale, PartitionedSale, RetryPolicy, Sale, SaleInfo,
     SaleSpec, TryReply, aio, partition_of,
 };
 use seckill_harness::{
-    Server, cli_binary, start_cluster_node, start_cluster_with_replicas, wait_until,
+    Server, cli_binary, cluster_node_id, command_calls, start_cluster, start_cluster_node,
+    start_cluster_with_replicas, wait_until,
 };
 use std::collections::HashMap;
 use std::process::Command;
@@ -316,14 +317,16 @@ fn run_buyers(
     }
 }
 
-/// One buyer thread of the sync API: attempts until none is left.
+/// One buyer thread of the sync API, on a `ClusterSession` of its own: attempts until none is
+/// left.
 fn buy_sync(
     sale: &PartitionedSale,
     nodes: &[String],
     attempts: &[String],
     next: &AtomicUsize,
 ) -> Outcomes {
-    let mut con = cluster_con(nodes);
+    let mut con =
+        ClusterSession::cluster(|| ClusterClient::builder(nodes.to_vec()).retries(30)).unwrap();
     let mut mine = Outcomes::default();
     loop {
         let i = next.fetch_add(1, Ordering::Relaxed);
@@ -332,12 +335,9 @@ fn buy_sync(
         let reply = loop {
             match sale.try_buy(&mut con, user, 1) {
                 Ok(reply) => break reply,
-                Err(Error::Redis(e)) if tries < 100 => {
+                Err(Error::Redis(_)) if tries < 100 => {
                     tries += 1;
                     mine.retried_errors += 1;
-                    if e.is_connection_dropped() || e.is_io_error() {
-                        con = cluster_con(nodes);
-                    }
                     std::thread::sleep(Duration::from_millis(50));
                 }
                 Err(e) => panic!("{user}: {e}"),
@@ -946,8 +946,8 @@ fn buy_through_kill_sync(
     t: usize,
     progress: &AtomicUsize,
 ) -> (Vec<Answer>, u64) {
-    let client = ClusterClient::builder(urls).retries(2).build().unwrap();
-    let mut session = ClusterSession::cluster(client).unwrap();
+    let mut session =
+        ClusterSession::cluster(|| ClusterClient::builder(urls.clone()).retries(2)).unwrap();
     let mut answers = Vec::new();
     for n in 0..KILL_PER_BUYER {
         let user = format!("killed:{t}:{n}");
@@ -1023,4 +1023,109 @@ fn a_killed_master_is_followed_without_a_new_client_with() {
         reconnects > 0,
         "no session had to reconnect: the kill missed the buyers"
     );
+}
+
+/// redis-rs's cluster connection resends a command whose answer was lost by itself; a
+/// `ClusterSession` sends purchases on a connection of its own that does not, so only the
+/// library resends them, within its policy: a purchase through a master busy past the response
+/// timeout reaches the server exactly once with no retries allowed, and is bought with them.
+#[test]
+fn a_cluster_session_sends_a_purchase_only_as_often_as_the_library_does() {
+    let nodes = start_cluster(3, &[]);
+    let urls = urls(&nodes);
+    let mut session = ClusterSession::cluster(|| {
+        ClusterClient::builder(urls.clone()).response_timeout(Duration::from_millis(100))
+    })
+    .unwrap();
+    let sale = Sale::create(&mut session, "sale:once", &SaleSpec::new(10, 1).limit(2)).unwrap();
+    let owner = owner_of(&urls, sale.key());
+    let owner = nodes.iter().find(|n| n.url() == owner).unwrap();
+    let tries = || command_calls(&mut owner.con(), "seckill.try");
+    let before = tries();
+    let once = Sale::open(&mut session, sale.key())
+        .unwrap()
+        .with_retry(RetryPolicy::none());
+    let answer = while_busy(owner, || once.try_buy(&mut session, "u1", 1));
+    assert!(
+        matches!(answer, Err(Error::OutcomeUnknown { .. })),
+        "{answer:?}"
+    );
+    assert_eq!(tries() - before, 1, "sent once: no retry was allowed");
+    assert_eq!(sale.bought(&mut session, "u1").unwrap(), 1, "and it ran");
+    // The timed-out connection was dropped: make the next one before the server is busy.
+    sale.try_buy(&mut session, "u2", 1).unwrap();
+    let before = tries();
+    let answer = while_busy(owner, || sale.try_buy(&mut session, "u2", 1));
+    assert!(matches!(answer, Ok(TryReply::Bought { .. })), "{answer:?}");
+    let sends = tries() - before;
+    assert!(sends >= 2, "resent by the library: {sends}");
+    assert_eq!(sale.bought(&mut session, "u2").unwrap(), 2, "counted once");
+    println!("bought through the busy spell in {sends} sends");
+
+    // A redirect ran nothing: the session follows it on its own, without the library's retry.
+    let target = nodes.iter().find(|n| n.url() != owner.url()).unwrap();
+    let (from, to) = (cluster_node_id(owner), cluster_node_id(target));
+    let slot: u16 = redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(sale.key())
+        .query(&mut owner.con())
+        .unwrap();
+    let setslot = |node: &Server, state: &str, id: &str| {
+        let _: () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg(state)
+            .arg(id)
+            .query(&mut node.con())
+            .unwrap();
+    };
+    setslot(target, "IMPORTING", &from);
+    setslot(owner, "MIGRATING", &to);
+    let _: () = redis::cmd("MIGRATE")
+        .arg("127.0.0.1")
+        .arg(target.port)
+        .arg(sale.key())
+        .arg(0)
+        .arg(5000)
+        .query(&mut owner.con())
+        .unwrap();
+    let asked = command_calls(&mut target.con(), "asking");
+    let answer = once.try_buy(&mut session, "u3", 1);
+    assert!(
+        matches!(answer, Ok(TryReply::Bought { .. })),
+        "ASK: {answer:?}"
+    );
+    assert_eq!(command_calls(&mut target.con(), "asking"), asked + 1);
+    for node in &nodes {
+        setslot(node, "NODE", &to);
+    }
+    let answer = once.try_buy(&mut session, "u4", 1);
+    assert!(
+        matches!(answer, Ok(TryReply::Bought { .. })),
+        "MOVED: {answer:?}"
+    );
+    assert_eq!(once.bought(&mut session, "u4").unwrap(), 1);
+}
+
+/// Runs `call` while `server` sleeps 500 ms in DEBUG SLEEP (under way before `call` starts);
+/// returns once the sleep is over, with every command sent meanwhile run.
+fn while_busy<T>(server: &Server, call: impl FnOnce() -> T) -> T {
+    // Both connected first: a connection's handshake would wait out the sleep.
+    let (mut sleeper, mut probe) = (server.con(), server.con());
+    let busy = std::thread::spawn(move || {
+        let _: () = redis::cmd("DEBUG")
+            .arg("SLEEP")
+            .arg("0.5")
+            .query(&mut sleeper)
+            .unwrap();
+    });
+    probe
+        .set_read_timeout(Some(Duration::from_millis(20)))
+        .unwrap();
+    wait_until(Duration::from_secs(5), "the server busy", || {
+        redis::cmd("PING").query::<String>(&mut probe).is_err()
+    });
+    let answer = call();
+    busy.join().unwrap();
+    answer
 }

@@ -15,9 +15,10 @@
 //! `SETTLE`), so the sale sells out completely; once nothing is left anywhere, the partition is
 //! sealed and every later buyer there is refused in one round trip.
 //!
-//! Works on any `redis::ConnectionLike`: a [`ClusterSession`] (a cluster connection that
-//! connects anew after a node failed, so a killed master is followed), a
-//! `redis::cluster::ClusterConnection` (MOVED and ASK are its job), or a plain
+//! Works on any `redis::ConnectionLike`: a [`ClusterSession`] (cluster connections that
+//! connect anew after a node failed, so a killed master is followed, and never resend a
+//! purchase behind the library's back), a `redis::cluster::ClusterConnection` (MOVED and ASK
+//! are its job; its own retries resend purchases too, outside [`RetryPolicy`]), or a plain
 //! `redis::Connection` to one server ([`Session::server`] with a timeout).
 //!
 //! Every purchase and cancel carries a fresh attempt id and is sent again under it when its
@@ -30,8 +31,8 @@
 //! use std::time::Duration;
 //!
 //! fn main() -> Result<(), Box<dyn std::error::Error>> {
-//!     let client = redis::cluster::ClusterClient::new(vec!["redis://127.0.0.1:7000/"])?;
-//!     let mut con = ClusterSession::cluster(client)?;
+//!     let nodes = vec!["redis://127.0.0.1:7000/"];
+//!     let mut con = ClusterSession::cluster(|| redis::cluster::ClusterClient::builder(nodes.clone()))?;
 //!     // 10 000 bottles over 16 partitions, at most 2 per user.
 //!     let sale = PartitionedSale::create(&mut con, "sale:wine", &SaleSpec::new(10_000, 16).limit(2))?
 //!         .with_retry(RetryPolicy { deadline: Duration::from_secs(5), ..RetryPolicy::default() });

@@ -1,12 +1,14 @@
-//! A sync connection that makes itself anew after a failure, for the retries of attempt ids.
+//! Sync connections that make themselves anew after a failure, for the retries of attempt ids.
 //! A sync `redis::Connection` whose read timed out still has the late reply in its socket,
 //! which the next command would read as its own; a sync `ClusterConnection` whose master was
 //! killed (SIGKILL, not a graceful failover) can keep answering "connection refused" after the
 //! replica's promotion. A [`Session`] drops its connection after any failure that
 //! [`crate::is_retryable`] retries and connects again for the next call, so an application
-//! never has to. Pass it wherever a `ConnectionLike` goes.
+//! never has to. A [`ClusterSession`] is two of them over a cluster, so that purchases are
+//! never resent behind the library's back. Pass either wherever a `ConnectionLike` goes.
 
-use redis::cluster::{ClusterClient, ClusterConnection};
+use redis::cluster::{ClusterClientBuilder, ClusterConnection};
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Client, Cmd, Connection, ConnectionLike, RedisResult, Value};
 use std::time::Duration;
 
@@ -16,16 +18,6 @@ pub struct Session<C> {
     connect: Connect<C>,
     connection: Option<C>,
     reconnects: u64,
-}
-
-/// A [`Session`] over a Redis Cluster.
-pub type ClusterSession = Session<ClusterConnection>;
-
-impl Session<ClusterConnection> {
-    /// Connects now, so that a wrong address fails here rather than at the first call.
-    pub fn cluster(client: ClusterClient) -> RedisResult<ClusterSession> {
-        Session::new(Box::new(move || client.get_connection()))
-    }
 }
 
 impl Session<Connection> {
@@ -60,18 +52,19 @@ impl<C: ConnectionLike> Session<C> {
         self.reconnects
     }
 
-    fn connection(&mut self) -> RedisResult<&mut C> {
+    /// `call` on the connection (made anew first if the last one failed); forgets the
+    /// connection after a failure that may have left it unusable.
+    fn with<T>(&mut self, call: impl FnOnce(&mut C) -> RedisResult<T>) -> RedisResult<T> {
         if self.connection.is_none() {
             self.connection = Some((self.connect)()?);
             self.reconnects += 1;
         }
-        Ok(self.connection.as_mut().expect("just made"))
-    }
-
-    /// Forgets the connection after a failure that may have left it unusable.
-    fn after<T>(&mut self, result: RedisResult<T>) -> RedisResult<T> {
+        let result = call(self.connection.as_mut().expect("made just above"));
+        // An ASK redirects one command while a slot moves: the connection and its slot map
+        // are as good as before.
         if let Err(e) = &result
             && crate::retry::is_retryable(e)
+            && e.code() != Some("ASK")
         {
             self.connection = None;
         }
@@ -81,10 +74,7 @@ impl<C: ConnectionLike> Session<C> {
 
 impl<C: ConnectionLike> ConnectionLike for Session<C> {
     fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
-        let result = self
-            .connection()
-            .and_then(|con| con.req_packed_command(cmd));
-        self.after(result)
+        self.with(|con| con.req_packed_command(cmd))
     }
 
     fn req_packed_commands(
@@ -93,15 +83,11 @@ impl<C: ConnectionLike> ConnectionLike for Session<C> {
         offset: usize,
         count: usize,
     ) -> RedisResult<Vec<Value>> {
-        let result = self
-            .connection()
-            .and_then(|con| con.req_packed_commands(cmd, offset, count));
-        self.after(result)
+        self.with(|con| con.req_packed_commands(cmd, offset, count))
     }
 
     fn req_command(&mut self, cmd: &Cmd) -> RedisResult<Value> {
-        let result = self.connection().and_then(|con| con.req_command(cmd));
-        self.after(result)
+        self.with(|con| con.req_command(cmd))
     }
 
     fn get_db(&self) -> i64 {
@@ -109,10 +95,168 @@ impl<C: ConnectionLike> ConnectionLike for Session<C> {
     }
 
     fn check_connection(&mut self) -> bool {
-        self.connection().is_ok_and(|con| con.check_connection())
+        self.with(|con| Ok(con.check_connection())).unwrap_or(false)
     }
 
     fn is_open(&self) -> bool {
         self.connection.as_ref().is_some_and(|con| con.is_open())
+    }
+}
+
+/// A Redis Cluster for the sync API: two [`Session`]s over cluster connections made from the
+/// same settings. redis-rs's cluster connection resends a command whose answer was lost by
+/// itself, in the loop that follows redirects (with a 100 ms response timeout, one `INCR`
+/// sent through a 350 ms busy spell was applied 3 times), outside any deadline of the
+/// library's. So purchases and cancels (`SECKILL.TRY`, `SECKILL.CANCEL`) and a `WAIT` right
+/// after one go on the second connection, made with `retries(0)`: only the library resends
+/// them, under their attempt id and within its [`crate::RetryPolicy`]. A redirect ran nothing,
+/// and the session follows it there itself: MOVED by connecting anew (the new connection
+/// learns the slot map), ASK with `ASKING` and the command on the node it names. Every other
+/// command goes on the first connection, with the retries its settings give it.
+pub struct ClusterSession {
+    commands: Session<ClusterConnection>,
+    purchases: Session<ClusterConnection>,
+    /// Whether the last command was a purchase: a `WAIT` goes where that one went, since it
+    /// counts the writes of its own connection.
+    last_was_purchase: bool,
+}
+
+/// Redirects followed for one send of a purchase; past them the redirect is the library's
+/// to retry, with backoff (a slot still moving, or a slot map the nodes do not yet agree on).
+const MAX_REDIRECTS: usize = 5;
+
+impl ClusterSession {
+    /// `make` gives the builder of the application's cluster client (addresses, credentials,
+    /// timeouts, and the retries of the calls that are not purchases); it is called twice.
+    /// Connects both now, so that a wrong address fails here rather than at the first call.
+    pub fn cluster(make: impl Fn() -> ClusterClientBuilder) -> RedisResult<ClusterSession> {
+        let commands = make().build()?;
+        let purchases = make().retries(0).build()?;
+        Ok(ClusterSession {
+            commands: Session::new(Box::new(move || commands.get_connection()))?,
+            purchases: Session::new(Box::new(move || purchases.get_connection()))?,
+            last_was_purchase: false,
+        })
+    }
+
+    /// How many times a connection was made anew.
+    pub fn reconnects(&self) -> u64 {
+        self.commands.reconnects() + self.purchases.reconnects()
+    }
+
+    fn purchase(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        let mut result = self.purchases.req_command(cmd);
+        for _ in 0..MAX_REDIRECTS {
+            let Err(e) = &result else { break };
+            result = match e.code() {
+                // The failed call dropped the connection: the next one learns the slot map.
+                Some("MOVED") => self.purchases.req_command(cmd),
+                Some("ASK") => match e.detail().and_then(crate::routing::redirect_address) {
+                    Some((host, port)) => self.purchases.with(|con| {
+                        let node = SingleNodeRoutingInfo::ByAddress { host, port };
+                        let node = RoutingInfo::SingleNode(node);
+                        con.route_command(&redis::cmd("ASKING"), node.clone())?;
+                        con.route_command(cmd, node)
+                    }),
+                    None => break,
+                },
+                _ => break,
+            };
+        }
+        result
+    }
+}
+
+/// The commands a [`ClusterSession`] sends on its purchase connection.
+fn is_purchase(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b"SECKILL.TRY") || name.eq_ignore_ascii_case(b"SECKILL.CANCEL")
+}
+
+fn name_of(cmd: &Cmd) -> &[u8] {
+    match cmd.args_iter().next() {
+        Some(redis::Arg::Simple(name)) => name,
+        _ => b"",
+    }
+}
+
+/// A packed command (`*N\r\n$L\r\nname\r\n...`) as a [`Cmd`], when it parses as one.
+fn unpacked(packed: &[u8]) -> Option<Cmd> {
+    let Ok(Value::Array(args)) = redis::parse_redis_value(packed) else {
+        return None;
+    };
+    let mut cmd = Cmd::new();
+    for arg in args {
+        match arg {
+            Value::BulkString(bytes) => cmd.arg(bytes),
+            _ => return None,
+        };
+    }
+    Some(cmd)
+}
+
+impl ConnectionLike for ClusterSession {
+    fn req_command(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        let name = name_of(cmd);
+        if is_purchase(name) {
+            self.last_was_purchase = true;
+            return self.purchase(cmd);
+        }
+        let after_purchase = std::mem::take(&mut self.last_was_purchase);
+        if after_purchase && name.eq_ignore_ascii_case(b"WAIT") {
+            return self.purchases.req_command(cmd);
+        }
+        self.commands.req_command(cmd)
+    }
+
+    fn req_packed_command(&mut self, packed: &[u8]) -> RedisResult<Value> {
+        match unpacked(packed) {
+            Some(cmd) => self.req_command(&cmd),
+            None => {
+                self.last_was_purchase = false;
+                self.commands.req_packed_command(packed)
+            }
+        }
+    }
+
+    fn req_packed_commands(
+        &mut self,
+        packed: &[u8],
+        offset: usize,
+        count: usize,
+    ) -> RedisResult<Vec<Value>> {
+        self.last_was_purchase = false;
+        self.commands.req_packed_commands(packed, offset, count)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.commands.get_db()
+    }
+
+    fn check_connection(&mut self) -> bool {
+        self.commands.check_connection() && self.purchases.check_connection()
+    }
+
+    fn is_open(&self) -> bool {
+        self.commands.is_open() && self.purchases.is_open()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn purchases_are_told_from_other_commands_by_name_in_either_form() {
+        let mut try_buy = redis::cmd("seckill.try");
+        try_buy.arg("{sale/0}").arg("u1").arg(1).arg("ID").arg("a1");
+        assert!(is_purchase(name_of(&try_buy)));
+        assert!(is_purchase(name_of(redis::cmd("SECKILL.CANCEL").arg("k"))));
+        for other in ["SECKILL.BOUGHT", "SECKILL.TRYX", "WAIT", "GET"] {
+            assert!(!is_purchase(name_of(&redis::cmd(other))), "{other}");
+        }
+        let back = unpacked(&try_buy.get_packed_command()).expect("parses");
+        assert_eq!(back.get_packed_command(), try_buy.get_packed_command());
+        assert!(unpacked(b"+OK\r\n").is_none());
+        assert!(unpacked(b"*1\r\n$3\r\nGE").is_none());
     }
 }
