@@ -1025,49 +1025,133 @@ fn a_killed_master_is_followed_without_a_new_client_with() {
     );
 }
 
-/// redis-rs's cluster connection resends a command whose answer was lost by itself; a
+/// redis-rs's cluster connections resend a command whose answer was lost by themselves; a
 /// `ClusterSession` sends purchases on a connection of its own that does not, so only the
 /// library resends them, within its policy: a purchase through a master busy past the response
 /// timeout reaches the server exactly once with no retries allowed, and is bought with them.
+/// A redirect ran nothing: the session follows ASK and MOVED itself, with no retry allowed.
 #[test]
 fn a_cluster_session_sends_a_purchase_only_as_often_as_the_library_does() {
+    a_cluster_session_sends_a_purchase_only_as_often_as_the_library_does_with(Api::Sync);
+}
+
+#[test]
+fn a_cluster_session_sends_a_purchase_only_as_often_as_the_library_does_async() {
+    a_cluster_session_sends_a_purchase_only_as_often_as_the_library_does_with(Api::Async);
+}
+
+/// A session of either API buying in the one-key sale `key`.
+enum Buyer {
+    Sync(ClusterSession),
+    Async(aio::ClusterSession, tokio::runtime::Runtime),
+}
+
+impl Buyer {
+    fn new(api: Api, urls: &[String], response_timeout: Duration) -> Buyer {
+        let builder = || ClusterClient::builder(urls.to_vec()).response_timeout(response_timeout);
+        match api {
+            Api::Sync => Buyer::Sync(ClusterSession::cluster(builder).unwrap()),
+            Api::Async => {
+                let runtime = tokio::runtime::Runtime::new().unwrap();
+                let session = runtime.block_on(aio::ClusterSession::cluster(builder));
+                Buyer::Async(session.unwrap(), runtime)
+            }
+        }
+    }
+
+    fn try_buy(&mut self, key: &str, policy: RetryPolicy, user: &str) -> Result<TryReply, Error> {
+        match self {
+            Buyer::Sync(con) => Sale::new(key).with_retry(policy).try_buy(con, user, 1),
+            Buyer::Async(con, runtime) => {
+                let sale = aio::Sale::new(key).with_retry(policy);
+                runtime.block_on(aio::FlashSale::try_buy(&sale, con, user, 1))
+            }
+        }
+    }
+}
+
+fn a_cluster_session_sends_a_purchase_only_as_often_as_the_library_does_with(api: Api) {
     let nodes = start_cluster(3, &[]);
     let urls = urls(&nodes);
-    let mut session = ClusterSession::cluster(|| {
-        ClusterClient::builder(urls.clone()).response_timeout(Duration::from_millis(100))
-    })
-    .unwrap();
-    let sale = Sale::create(&mut session, "sale:once", &SaleSpec::new(10, 1).limit(2)).unwrap();
-    let owner = owner_of(&urls, sale.key());
+    let mut con = cluster_con(&urls);
+    let sale = Sale::create(&mut con, "sale:once", &SaleSpec::new(10, 1).limit(2)).unwrap();
+    let key = sale.key();
+    let mut buyer = Buyer::new(api, &urls, Duration::from_millis(100));
+    let owner = owner_of(&urls, key);
     let owner = nodes.iter().find(|n| n.url() == owner).unwrap();
     let tries = || command_calls(&mut owner.con(), "seckill.try");
+    let (once, default) = (RetryPolicy::none(), RetryPolicy::default());
     let before = tries();
-    let once = Sale::open(&mut session, sale.key())
-        .unwrap()
-        .with_retry(RetryPolicy::none());
-    let answer = while_busy(owner, || once.try_buy(&mut session, "u1", 1));
+    let answer = while_busy(owner, || buyer.try_buy(key, once, "u1"));
     assert!(
         matches!(answer, Err(Error::OutcomeUnknown { .. })),
         "{answer:?}"
     );
     assert_eq!(tries() - before, 1, "sent once: no retry was allowed");
-    assert_eq!(sale.bought(&mut session, "u1").unwrap(), 1, "and it ran");
+    assert_eq!(sale.bought(&mut con, "u1").unwrap(), 1, "and it ran");
     // The timed-out connection was dropped: make the next one before the server is busy.
-    sale.try_buy(&mut session, "u2", 1).unwrap();
+    buyer.try_buy(key, default, "u2").unwrap();
     let before = tries();
-    let answer = while_busy(owner, || sale.try_buy(&mut session, "u2", 1));
+    let answer = while_busy(owner, || buyer.try_buy(key, default, "u2"));
     assert!(matches!(answer, Ok(TryReply::Bought { .. })), "{answer:?}");
     let sends = tries() - before;
     assert!(sends >= 2, "resent by the library: {sends}");
-    assert_eq!(sale.bought(&mut session, "u2").unwrap(), 2, "counted once");
+    assert_eq!(sale.bought(&mut con, "u2").unwrap(), 2, "counted once");
     println!("bought through the busy spell in {sends} sends");
 
-    // A redirect ran nothing: the session follows it on its own, without the library's retry.
+    // Its connection cut while the purchase waits in the server (writes paused): the command
+    // never ran, and nothing sends it again but the library (redis-rs reconnects and resends).
+    // No response timeout here: the cut is the failure the call meets.
+    let mut buyer = Buyer::new(api, &urls, Duration::from_secs(10));
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(2000)
+        .arg("WRITE")
+        .query(&mut owner.con())
+        .unwrap();
+    let killer = {
+        let mut admin = owner.con();
+        std::thread::spawn(move || {
+            let mut waiting = None;
+            wait_until(Duration::from_secs(5), "a paused purchase", || {
+                let clients: String = redis::cmd("CLIENT").arg("LIST").query(&mut admin).unwrap();
+                waiting = clients
+                    .lines()
+                    .find(|c| c.contains(" flags=b ") && c.contains(" cmd=seckill.try "))
+                    .and_then(|c| c.split(' ').find_map(|f| f.strip_prefix("id=")))
+                    .map(String::from);
+                waiting.is_some()
+            });
+            let id = waiting.unwrap();
+            let _: () = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("ID")
+                .arg(id)
+                .query(&mut admin)
+                .unwrap();
+        })
+    };
+    let answer = buyer.try_buy(key, once, "u5");
+    killer.join().unwrap();
+    let _: () = redis::cmd("CLIENT")
+        .arg("UNPAUSE")
+        .query(&mut owner.con())
+        .unwrap();
+    assert!(
+        matches!(answer, Err(Error::OutcomeUnknown { .. })),
+        "cut: {answer:?}"
+    );
+    assert_eq!(
+        sale.bought(&mut con, "u5").unwrap(),
+        0,
+        "never ran, never resent"
+    );
+
     let target = nodes.iter().find(|n| n.url() != owner.url()).unwrap();
     let (from, to) = (cluster_node_id(owner), cluster_node_id(target));
     let slot: u16 = redis::cmd("CLUSTER")
         .arg("KEYSLOT")
-        .arg(sale.key())
+        .arg(key)
         .query(&mut owner.con())
         .unwrap();
     let setslot = |node: &Server, state: &str, id: &str| {
@@ -1084,13 +1168,13 @@ fn a_cluster_session_sends_a_purchase_only_as_often_as_the_library_does() {
     let _: () = redis::cmd("MIGRATE")
         .arg("127.0.0.1")
         .arg(target.port)
-        .arg(sale.key())
+        .arg(key)
         .arg(0)
         .arg(5000)
         .query(&mut owner.con())
         .unwrap();
     let asked = command_calls(&mut target.con(), "asking");
-    let answer = once.try_buy(&mut session, "u3", 1);
+    let answer = buyer.try_buy(key, once, "u3");
     assert!(
         matches!(answer, Ok(TryReply::Bought { .. })),
         "ASK: {answer:?}"
@@ -1099,12 +1183,12 @@ fn a_cluster_session_sends_a_purchase_only_as_often_as_the_library_does() {
     for node in &nodes {
         setslot(node, "NODE", &to);
     }
-    let answer = once.try_buy(&mut session, "u4", 1);
+    let answer = buyer.try_buy(key, once, "u4");
     assert!(
         matches!(answer, Ok(TryReply::Bought { .. })),
         "MOVED: {answer:?}"
     );
-    assert_eq!(once.bought(&mut session, "u4").unwrap(), 1);
+    assert_eq!(sale.bought(&mut cluster_con(&urls), "u4").unwrap(), 1);
 }
 
 /// Runs `call` while `server` sleeps 500 ms in DEBUG SLEEP (under way before `call` starts);

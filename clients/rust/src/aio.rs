@@ -24,6 +24,7 @@
 //! ```
 
 pub use crate::lock::tokio::{Lock, LockGuard};
+pub use crate::session::tokio::ClusterSession;
 
 use crate::error::Result;
 use crate::flash_sale::ClientStats;

@@ -5,7 +5,11 @@
 //! replica's promotion. A [`Session`] drops its connection after any failure that
 //! [`crate::is_retryable`] retries and connects again for the next call, so an application
 //! never has to. A [`ClusterSession`] is two of them over a cluster, so that purchases are
-//! never resent behind the library's back. Pass either wherever a `ConnectionLike` goes.
+//! never resent behind the library's back; [`tokio::ClusterSession`] is the same on
+//! `cluster_async` (as `crate::aio::ClusterSession`). Pass them wherever a `ConnectionLike`
+//! goes.
+
+pub(crate) mod tokio;
 
 use redis::cluster::{ClusterClientBuilder, ClusterConnection};
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
@@ -60,11 +64,8 @@ impl<C: ConnectionLike> Session<C> {
             self.reconnects += 1;
         }
         let result = call(self.connection.as_mut().expect("made just above"));
-        // An ASK redirects one command while a slot moves: the connection and its slot map
-        // are as good as before.
         if let Err(e) = &result
-            && crate::retry::is_retryable(e)
-            && e.code() != Some("ASK")
+            && spoils(e)
         {
             self.connection = None;
         }
@@ -151,9 +152,8 @@ impl ClusterSession {
             result = match e.code() {
                 // The failed call dropped the connection: the next one learns the slot map.
                 Some("MOVED") => self.purchases.req_command(cmd),
-                Some("ASK") => match e.detail().and_then(crate::routing::redirect_address) {
-                    Some((host, port)) => self.purchases.with(|con| {
-                        let node = SingleNodeRoutingInfo::ByAddress { host, port };
+                Some("ASK") => match asked_node(e) {
+                    Some(node) => self.purchases.with(|con| {
                         let node = RoutingInfo::SingleNode(node);
                         con.route_command(&redis::cmd("ASKING"), node.clone())?;
                         con.route_command(cmd, node)
@@ -165,6 +165,19 @@ impl ClusterSession {
         }
         result
     }
+}
+
+/// Whether a failure may have left the connection unusable (a late reply in its socket, a
+/// node gone, a stale slot map): any that [`crate::is_retryable`] retries but an ASK, which
+/// redirects one command while a slot moves and leaves the connection as good as before.
+fn spoils(e: &redis::RedisError) -> bool {
+    crate::retry::is_retryable(e) && e.code() != Some("ASK")
+}
+
+/// The node an ASK names.
+fn asked_node(e: &redis::RedisError) -> Option<SingleNodeRoutingInfo> {
+    let (host, port) = e.detail().and_then(crate::routing::redirect_address)?;
+    Some(SingleNodeRoutingInfo::ByAddress { host, port })
 }
 
 /// The commands a [`ClusterSession`] sends on its purchase connection.
