@@ -1042,7 +1042,7 @@ fn a_cluster_session_sends_a_purchase_only_as_often_as_the_library_does_async() 
 
 /// A session of either API buying in the one-key sale `key`.
 enum Buyer {
-    Sync(ClusterSession),
+    Sync(Box<ClusterSession>),
     Async(aio::ClusterSession, tokio::runtime::Runtime),
 }
 
@@ -1050,7 +1050,7 @@ impl Buyer {
     fn new(api: Api, urls: &[String], response_timeout: Duration) -> Buyer {
         let builder = || ClusterClient::builder(urls.to_vec()).response_timeout(response_timeout);
         match api {
-            Api::Sync => Buyer::Sync(ClusterSession::cluster(builder).unwrap()),
+            Api::Sync => Buyer::Sync(Box::new(ClusterSession::cluster(builder).unwrap())),
             Api::Async => {
                 let runtime = tokio::runtime::Runtime::new().unwrap();
                 let session = runtime.block_on(aio::ClusterSession::cluster(builder));
@@ -1061,7 +1061,9 @@ impl Buyer {
 
     fn try_buy(&mut self, key: &str, policy: RetryPolicy, user: &str) -> Result<TryReply, Error> {
         match self {
-            Buyer::Sync(con) => Sale::new(key).with_retry(policy).try_buy(con, user, 1),
+            Buyer::Sync(con) => Sale::new(key)
+                .with_retry(policy)
+                .try_buy(&mut **con, user, 1),
             Buyer::Async(con, runtime) => {
                 let sale = aio::Sale::new(key).with_retry(policy);
                 runtime.block_on(aio::FlashSale::try_buy(&sale, con, user, 1))
