@@ -47,12 +47,14 @@ impl RetryPolicy {
 /// connection failed or timed out, or the cluster is moving a slot or electing a master.
 /// MOVED and ASK are the underlying client's to follow; one that reaches the caller (the
 /// async cluster client's own retries ran out while a replica was promoted) ran nothing, and
-/// the next send goes where the client has learned since.
+/// the next send goes where the client has learned since; so did one a cluster connection had
+/// no connection to send on (a master killed, before its replica's promotion is learned).
 pub fn is_retryable(e: &redis::RedisError) -> bool {
     e.is_timeout()
         || e.is_io_error()
         || e.is_connection_dropped()
         || e.is_connection_refusal()
+        || e.kind() == redis::ErrorKind::ClusterConnectionNotFound
         || matches!(
             e.code(),
             Some(
@@ -148,6 +150,8 @@ mod tests {
     #[test]
     fn failovers_and_lost_connections_are_retried_other_errors_are_not() {
         assert!(is_retryable(&io_error()));
+        let no_connection = (redis::ErrorKind::ClusterConnectionNotFound, "no node").into();
+        assert!(is_retryable(&no_connection));
         for code in [
             "TRYAGAIN",
             "CLUSTERDOWN",

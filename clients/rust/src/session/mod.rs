@@ -5,9 +5,9 @@
 //! replica's promotion. A [`Session`] drops its connection after any failure that
 //! [`crate::is_retryable`] retries and connects again for the next call, so an application
 //! never has to. A [`ClusterSession`] is two of them over a cluster, so that purchases are
-//! never resent behind the library's back; [`tokio::ClusterSession`] is the same on
-//! `cluster_async` (as `crate::aio::ClusterSession`). Pass them wherever a `ConnectionLike`
-//! goes.
+//! never resent behind the library's back; [`tokio::ClusterSession`] is two `cluster_async`
+//! connections for the same (as `crate::aio::ClusterSession`). Pass them wherever a
+//! `ConnectionLike` goes.
 
 pub(crate) mod tokio;
 
@@ -152,7 +152,7 @@ impl ClusterSession {
             result = match e.code() {
                 // The failed call dropped the connection: the next one learns the slot map.
                 Some("MOVED") => self.purchases.req_command(cmd),
-                Some("ASK") => match asked_node(e) {
+                Some("ASK") => match redirected_node(e) {
                     Some(node) => self.purchases.with(|con| {
                         let node = RoutingInfo::SingleNode(node);
                         con.route_command(&redis::cmd("ASKING"), node.clone())?;
@@ -174,8 +174,8 @@ fn spoils(e: &redis::RedisError) -> bool {
     crate::retry::is_retryable(e) && e.code() != Some("ASK")
 }
 
-/// The node an ASK names.
-fn asked_node(e: &redis::RedisError) -> Option<SingleNodeRoutingInfo> {
+/// The node a MOVED or an ASK names.
+fn redirected_node(e: &redis::RedisError) -> Option<SingleNodeRoutingInfo> {
     let (host, port) = e.detail().and_then(crate::routing::redirect_address)?;
     Some(SingleNodeRoutingInfo::ByAddress { host, port })
 }
