@@ -106,9 +106,9 @@ impl<C: ConnectionLike> ConnectionLike for Session<C> {
 
 /// A Redis Cluster for the sync API: two [`Session`]s over cluster connections made from the
 /// same settings. redis-rs's cluster connection resends a command whose answer was lost by
-/// itself, in the loop that follows redirects (with a 100 ms response timeout, one `INCR`
-/// sent through a 350 ms busy spell was applied 3 times), outside any deadline of the
-/// library's. So purchases and cancels (`SECKILL.TRY`, `SECKILL.CANCEL`) and a `WAIT` right
+/// itself, in the loop that follows redirects, outside any deadline of the library's (a
+/// purchase allowed no retry, through a master busy 500 ms past a 100 ms response timeout, was
+/// sent 5 times: `tests/cluster.rs`, with `retries(0)` taken out). So purchases and cancels (`SECKILL.TRY`, `SECKILL.CANCEL`) and a `WAIT` right
 /// after one go on the second connection, made with `retries(0)`: only the library resends
 /// them, under their attempt id and within its [`crate::RetryPolicy`]. A redirect ran nothing,
 /// and the session follows it there itself: MOVED by connecting anew (the new connection
