@@ -20,6 +20,16 @@ pub(crate) fn partition_key(name: &str, index: impl std::fmt::Display) -> String
     format!("{{{name}/{index}}}")
 }
 
+/// The node a MOVED or ASK names, of a command or of any command of a pipeline:
+/// `MOVED <slot> <host>:<port>`.
+pub(crate) fn redirect(e: &redis::RedisError) -> Option<(String, u16)> {
+    let errors = e.clone().into_server_errors()?;
+    let (_, error) = errors
+        .iter()
+        .find(|(_, error)| matches!(error.code(), "MOVED" | "ASK"))?;
+    redirect_address(error.details()?)
+}
+
 /// The node of a MOVED or ASK error's details, `<slot> <host>:<port>`.
 pub(crate) fn redirect_address(details: &str) -> Option<(String, u16)> {
     let (host, port) = details.split_ascii_whitespace().nth(1)?.rsplit_once(':')?;
@@ -41,6 +51,13 @@ mod tests {
         assert_eq!(redirect_address("3999"), None);
         assert_eq!(redirect_address("3999 127.0.0.1"), None);
         assert_eq!(redirect_address("3999 127.0.0.1:port"), None);
+        let error = |reply: &[u8]| {
+            let value = redis::parse_redis_value(reply).unwrap();
+            value.extract_error().unwrap_err()
+        };
+        assert_eq!(redirect(&error(b"-MOVED 3999 127.0.0.1:7000\r\n")), node);
+        assert_eq!(redirect(&error(b"-ASK 3999 127.0.0.1:7000\r\n")), node);
+        assert_eq!(redirect(&error(b"-TRYAGAIN busy\r\n")), None);
     }
 
     #[test]

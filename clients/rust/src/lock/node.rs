@@ -27,7 +27,7 @@ impl Target {
     }
 
     fn follow(&mut self, e: &redis::RedisError) {
-        if let Some((host, port)) = redirect(e) {
+        if let Some((host, port)) = crate::routing::redirect(e) {
             let info = self
                 .seed
                 .get_connection_info()
@@ -40,16 +40,6 @@ impl Target {
             self.current = self.seed.clone();
         }
     }
-}
-
-/// The node a MOVED or ASK names, of a command or of any command of a pipeline:
-/// `MOVED <slot> <host>:<port>`.
-pub(crate) fn redirect(e: &redis::RedisError) -> Option<(String, u16)> {
-    let errors = e.clone().into_server_errors()?;
-    let (_, error) = errors
-        .iter()
-        .find(|(_, error)| matches!(error.code(), "MOVED" | "ASK"))?;
-    crate::routing::redirect_address(error.details()?)
 }
 
 /// A sync connection; `pause` waits on `stop` (the guard's release) when it has one.

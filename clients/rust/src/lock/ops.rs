@@ -41,7 +41,7 @@ async fn call<L: NodeLink>(
     let mut redirects = 0;
     loop {
         match link.call(pipe, timeout).await {
-            Err(e) if redirects < 3 && super::node::redirect(&e).is_some() => {
+            Err(e) if redirects < 3 && crate::routing::redirect(&e).is_some() => {
                 redirects += 1;
                 if let Some(replicas) = replicas {
                     replicas.forget();

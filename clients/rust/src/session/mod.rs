@@ -174,9 +174,9 @@ fn spoils(e: &redis::RedisError) -> bool {
     crate::retry::is_retryable(e) && e.code() != Some("ASK")
 }
 
-/// The node a MOVED or an ASK names.
+/// The node a MOVED or an ASK names, as a route.
 fn redirected_node(e: &redis::RedisError) -> Option<SingleNodeRoutingInfo> {
-    let (host, port) = e.detail().and_then(crate::routing::redirect_address)?;
+    let (host, port) = crate::routing::redirect(e)?;
     Some(SingleNodeRoutingInfo::ByAddress { host, port })
 }
 
