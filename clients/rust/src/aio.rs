@@ -1,9 +1,9 @@
 //! The async API, on tokio: the same types, names and replies as the sync one, for
 //! `redis::aio::MultiplexedConnection`, `redis::aio::ConnectionManager` (which connects anew
 //! after a server restart), [`ClusterSession`] (two `cluster_async` connections, one that never
-//! resends a purchase behind the library) and `redis::cluster_async::ClusterConnection`. Each operation is
-//! the sync API's own code, driven on the task: waits (a retry's backoff, the one-borrower-
-//! per-partition rule) are tokio waits, so no call blocks the runtime.
+//! resends a purchase behind the library) and `redis::cluster_async::ClusterConnection`. Each
+//! operation is the sync API's own code, driven on the task: waits (a retry's backoff, the
+//! one-borrower-per-partition rule) are tokio waits, so no call blocks the runtime.
 //!
 //! ```no_run
 //! use seckill_client::aio::{FlashSale, Sale};

@@ -108,17 +108,17 @@ impl<C: ConnectionLike> ConnectionLike for Session<C> {
 /// same settings. redis-rs's cluster connection resends a command whose answer was lost by
 /// itself, in the loop that follows redirects, outside any deadline of the library's (a
 /// purchase allowed no retry, through a master busy 500 ms past a 100 ms response timeout, was
-/// sent 5 times: `tests/cluster.rs`, with `retries(0)` taken out). So purchases and cancels (`SECKILL.TRY`, `SECKILL.CANCEL`) and a `WAIT` right
-/// after one go on the second connection, made with `retries(0)`: only the library resends
-/// them, under their attempt id and within its [`crate::RetryPolicy`]. A redirect ran nothing,
+/// sent 5 times: `tests/cluster.rs`, with `retries(0)` taken out). So purchases and cancels
+/// (`SECKILL.TRY`, `SECKILL.CANCEL`) and a `WAIT` right after one go on the second
+/// connection, made with `retries(0)`: only the library resends them, under their attempt id
+/// and within its [`crate::RetryPolicy`]. A redirect ran nothing,
 /// and the session follows it there itself: MOVED by connecting anew (the new connection
 /// learns the slot map), ASK with `ASKING` and the command on the node it names. Every other
 /// command goes on the first connection, with the retries its settings give it.
 pub struct ClusterSession {
     commands: Session<ClusterConnection>,
     purchases: Session<ClusterConnection>,
-    /// Whether the last command was a purchase: a `WAIT` goes where that one went, since it
-    /// counts the writes of its own connection.
+    /// Whether the last command was a purchase (see [`Route::AfterPurchase`]).
     last_was_purchase: bool,
 }
 
@@ -180,7 +180,31 @@ fn redirected_node(e: &redis::RedisError) -> Option<SingleNodeRoutingInfo> {
     Some(SingleNodeRoutingInfo::ByAddress { host, port })
 }
 
-/// The commands a [`ClusterSession`] sends on its purchase connection.
+/// Where a cluster session sends a command.
+#[derive(Debug, PartialEq)]
+enum Route {
+    /// `SECKILL.TRY` or `SECKILL.CANCEL`: on the purchase connection, redirects followed.
+    Purchase,
+    /// A `WAIT` right after a purchase: where that one went, since WAIT counts the writes of
+    /// its own connection.
+    AfterPurchase,
+    /// Anything else: on the connection configured as the application asked.
+    Commands,
+}
+
+/// The route of the command `name`; `last_was_purchase` (the session's) becomes whether it
+/// is a purchase.
+fn route(name: &[u8], last_was_purchase: &mut bool) -> Route {
+    let after_purchase = std::mem::replace(last_was_purchase, is_purchase(name));
+    if *last_was_purchase {
+        Route::Purchase
+    } else if after_purchase && name.eq_ignore_ascii_case(b"WAIT") {
+        Route::AfterPurchase
+    } else {
+        Route::Commands
+    }
+}
+
 fn is_purchase(name: &[u8]) -> bool {
     name.eq_ignore_ascii_case(b"SECKILL.TRY") || name.eq_ignore_ascii_case(b"SECKILL.CANCEL")
 }
@@ -209,16 +233,11 @@ fn unpacked(packed: &[u8]) -> Option<Cmd> {
 
 impl ConnectionLike for ClusterSession {
     fn req_command(&mut self, cmd: &Cmd) -> RedisResult<Value> {
-        let name = name_of(cmd);
-        if is_purchase(name) {
-            self.last_was_purchase = true;
-            return self.purchase(cmd);
+        match route(name_of(cmd), &mut self.last_was_purchase) {
+            Route::Purchase => self.purchase(cmd),
+            Route::AfterPurchase => self.purchases.req_command(cmd),
+            Route::Commands => self.commands.req_command(cmd),
         }
-        let after_purchase = std::mem::take(&mut self.last_was_purchase);
-        if after_purchase && name.eq_ignore_ascii_case(b"WAIT") {
-            return self.purchases.req_command(cmd);
-        }
-        self.commands.req_command(cmd)
     }
 
     fn req_packed_command(&mut self, packed: &[u8]) -> RedisResult<Value> {
@@ -267,6 +286,16 @@ mod tests {
         for other in ["SECKILL.BOUGHT", "SECKILL.TRYX", "WAIT", "GET"] {
             assert!(!is_purchase(name_of(&redis::cmd(other))), "{other}");
         }
+        let mut last_was_purchase = false;
+        let mut routes = |name: &[u8]| route(name, &mut last_was_purchase);
+        assert_eq!(routes(b"GET"), Route::Commands);
+        assert_eq!(routes(b"WAIT"), Route::Commands, "no purchase before it");
+        assert_eq!(routes(b"seckill.try"), Route::Purchase);
+        assert_eq!(routes(b"wait"), Route::AfterPurchase);
+        assert_eq!(routes(b"WAIT"), Route::Commands, "only right after one");
+        assert_eq!(routes(b"SECKILL.CANCEL"), Route::Purchase);
+        assert_eq!(routes(b"GET"), Route::Commands);
+        assert_eq!(routes(b"WAIT"), Route::Commands, "not right after one");
         let back = unpacked(&try_buy.get_packed_command()).expect("parses");
         assert_eq!(back.get_packed_command(), try_buy.get_packed_command());
         assert!(unpacked(b"+OK\r\n").is_none());

@@ -4,7 +4,7 @@
 //! (a SIGKILLed master was followed in the kill test with no new connection), so unlike the
 //! sync session this one never connects anew.
 
-use super::{MAX_REDIRECTS, is_purchase, name_of, redirected_node};
+use super::{MAX_REDIRECTS, Route, name_of, redirected_node, route};
 use redis::aio::ConnectionLike;
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
@@ -72,16 +72,11 @@ impl ClusterSession {
 impl ConnectionLike for ClusterSession {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
-            let name = name_of(cmd);
-            if is_purchase(name) {
-                self.last_was_purchase = true;
-                return self.purchase(cmd).await;
+            match route(name_of(cmd), &mut self.last_was_purchase) {
+                Route::Purchase => self.purchase(cmd).await,
+                Route::AfterPurchase => self.purchases.req_packed_command(cmd).await,
+                Route::Commands => self.commands.req_packed_command(cmd).await,
             }
-            let after_purchase = std::mem::take(&mut self.last_was_purchase);
-            if after_purchase && name.eq_ignore_ascii_case(b"WAIT") {
-                return self.purchases.req_packed_command(cmd).await;
-            }
-            self.commands.req_packed_command(cmd).await
         })
     }
 
