@@ -23,6 +23,13 @@ pub enum Error {
         attempt_id: String,
         last_error: redis::RedisError,
     },
+    /// A purchase or a cancel none of whose sends reached a server before the retry deadline
+    /// (every connection was refused, or no cluster connection to its node existed): it did
+    /// not happen. Tell the buyer "not bought, try again"; `last_error` says what failed.
+    Unavailable {
+        attempt_id: String,
+        last_error: redis::RedisError,
+    },
     /// The server has no seckill module loaded: `redis-server --loadmodule .../libseckill.so`.
     ModuleMissing,
     /// The server's seckill module is older than this client needs
@@ -64,6 +71,14 @@ impl fmt::Display for Error {
                 "no answer for attempt {attempt_id} before the deadline (last: {last_error}); \
                  send it again with the same id, or ask bought"
             ),
+            Error::Unavailable {
+                attempt_id,
+                last_error,
+            } => write!(
+                f,
+                "attempt {attempt_id} was never sent before the deadline (last: {last_error}); \
+                 it did not happen: try again"
+            ),
             Error::ModuleMissing => write!(
                 f,
                 "the server has no seckill module: start it with --loadmodule .../libseckill.so"
@@ -85,7 +100,9 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Redis(e) | Error::OutcomeUnknown { last_error: e, .. } => Some(e),
+            Error::Redis(e)
+            | Error::OutcomeUnknown { last_error: e, .. }
+            | Error::Unavailable { last_error: e, .. } => Some(e),
             _ => None,
         }
     }

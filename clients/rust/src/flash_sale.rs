@@ -27,6 +27,8 @@ pub struct ClientStats {
     pub local_refusals: u64,
     /// Invalidations Redis pushed for the sale's keys to the sold-out cache.
     pub invalidations: u64,
+    /// Purchases refused as sold out while a partition could not be read (its master down).
+    pub unreachable_refusals: u64,
 }
 
 #[derive(Default)]
@@ -38,6 +40,7 @@ pub(crate) struct Counters {
     pub(crate) seals: AtomicU64,
     pub(crate) recovered: AtomicU64,
     pub(crate) local_refusals: AtomicU64,
+    pub(crate) unreachable_refusals: AtomicU64,
 }
 
 impl Counters {
@@ -52,6 +55,7 @@ impl Counters {
             recovered: get(&self.recovered),
             local_refusals: get(&self.local_refusals),
             invalidations: 0,
+            unreachable_refusals: get(&self.unreachable_refusals),
         }
     }
 }
@@ -71,8 +75,12 @@ pub(crate) async fn through_cache(
         counters.local_refusals.fetch_add(1, Ordering::Relaxed);
         return Ok((TryReply::SoldOut, true));
     }
+    let unreachable_before = counters.unreachable_refusals.load(Ordering::Relaxed);
     let bought = server.await?;
-    if let (Some(cached), TryReply::SoldOut) = (cached, &bought.0) {
+    // A refusal while a partition could not be read proves nothing sold out (and the reads
+    // would wait for that partition's master): no reading then.
+    let unreachable = counters.unreachable_refusals.load(Ordering::Relaxed) != unreachable_before;
+    if let (Some(cached), TryReply::SoldOut, false) = (cached, &bought.0, unreachable) {
         cached.learn().await;
     }
     Ok(bought)

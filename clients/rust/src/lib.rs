@@ -24,7 +24,8 @@
 //! Every purchase and cancel carries a fresh attempt id and is sent again under it when its
 //! answer is lost (a timeout, a dropped connection, a failover), within a [`RetryPolicy`]: it
 //! is never made twice. Past the deadline the caller gets [`Error::OutcomeUnknown`] with the
-//! attempt id, and can ask `bought`.
+//! attempt id, and can ask `bought`, or [`Error::Unavailable`] when no send of it may have run
+//! (it did not happen).
 //!
 //! ```no_run
 //! use seckill_client::{ClusterSession, Error, FlashSale, PartitionedSale, RetryPolicy, SaleSpec, TryReply};
@@ -59,6 +60,7 @@
 pub mod aio;
 mod error;
 mod flash_sale;
+mod health;
 mod info;
 mod key;
 mod link;
@@ -81,7 +83,7 @@ pub use lock::{DEFAULT_REPLICA_TIMEOUT_MS, DEFAULT_TTL_MS, Lock, LockGuard, Lock
 pub use partitioned::{CREATE_CLAIM_MS, DEFAULT_SEAL_MS, PartitionedSale};
 pub use protocol::{MAX_PARTITIONS, MIN_MODULE_VERSION};
 pub use reply::TryReply;
-pub use retry::{RetryPolicy, is_retryable};
+pub use retry::{RetryPolicy, is_retryable, may_have_run};
 pub use routing::partition_of;
 pub use sale::Sale;
 pub use session::{ClusterSession, Session};

@@ -17,6 +17,17 @@ pub(crate) trait Link {
     ) -> impl Future<Output = RedisResult<T>> + Send;
 
     fn sleep(&mut self, wait: Duration) -> impl Future<Output = ()> + Send;
+
+    /// `cmd`, failing with a timeout after `budget` where the link can bound one call: the
+    /// async links can; a sync connection is bounded by its own read timeout only.
+    fn query_within<T: FromRedisValue + Send>(
+        &mut self,
+        cmd: &Cmd,
+        budget: Duration,
+    ) -> impl Future<Output = RedisResult<T>> + Send {
+        let _ = budget;
+        self.query(cmd)
+    }
 }
 
 /// A sync connection: each call is made when it is asked for.
@@ -50,6 +61,24 @@ impl<C: redis::aio::ConnectionLike + Send> Link for Tokio<'_, C> {
 
     fn sleep(&mut self, wait: Duration) -> impl Future<Output = ()> + Send {
         tokio::time::sleep(wait)
+    }
+
+    fn query_within<T: FromRedisValue + Send>(
+        &mut self,
+        cmd: &Cmd,
+        budget: Duration,
+    ) -> impl Future<Output = RedisResult<T>> + Send {
+        let call = cmd.query_async(self.0);
+        async move {
+            match tokio::time::timeout(budget, call).await {
+                Ok(result) => result,
+                Err(_) => Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("no answer within {budget:?}"),
+                )
+                .into()),
+            }
+        }
     }
 }
 

@@ -4,7 +4,8 @@
 
 use crate::error::{Error, Result};
 use crate::flash_sale::Counters;
-use crate::info::{Buyer, PartitionInfo, SaleEvent, SaleInfo};
+use crate::health::Health;
+use crate::info::{Buyer, PartitionInfo, SaleEvent, SaleInfo, parse_fields};
 use crate::key;
 use crate::link::{Blocking, Link, block_on};
 use crate::protocol::{DRAINED, MAX_PARTITIONS};
@@ -15,12 +16,20 @@ use crate::spec::{MANIFEST_VERSION, SaleSpec};
 use crate::tracking::{Cached, SoldOutCache};
 use crate::turns::BuyerTurns;
 use redis::{ConnectionLike, RedisResult, Value, cmd};
+use std::sync::Mutex as StdMutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 use tokio::sync::Mutex;
 
 /// How long a partition that found no stock anywhere stays sealed, unless stock comes back to
 /// it first: while sealed, a buyer it refuses costs one round trip.
 pub const DEFAULT_SEAL_MS: u64 = 1_000;
+
+/// How long a borrow waits for one partition's read (in the async API; the sync API waits as
+/// long as its connection's read timeout): a partition that does not answer in time is skipped
+/// (it cannot lend) and marked down, so that one frozen master does not stall the buyers of
+/// the others. 50 ms is hundreds of times a healthy read on a LAN.
+pub const SCAN_READ_TIMEOUT: Duration = Duration::from_millis(50);
 
 /// How many times one purchase may borrow stock for its partition, which other buyers of that
 /// partition then bought first, before it gives up with [`Error::Contended`].
@@ -52,6 +61,11 @@ pub struct PartitionedSale {
     next_transfer: AtomicU64,
     seal_ms: u64,
     retry: RetryPolicy,
+    /// The partitions whose reads failed lately (see [`crate::health`]).
+    health: Health,
+    /// When the last scan for each partition that found no stock it could reach began: a
+    /// buyer who waited for that scan takes its answer.
+    unreachable_refusal: Vec<StdMutex<Option<Instant>>>,
     counters: Counters,
     turns: BuyerTurns,
     cached: Option<Cached>,
@@ -209,6 +223,8 @@ impl PartitionedSale {
             name: name.to_string(),
             batches: keys.iter().map(|_| AtomicU64::new(initial_batch)).collect(),
             borrowing: keys.iter().map(|_| Mutex::new(())).collect(),
+            health: Health::new(keys.len()),
+            unreachable_refusal: keys.iter().map(|_| StdMutex::new(None)).collect(),
             keys,
             spec,
             mover: key::random_id(),
@@ -360,7 +376,7 @@ impl PartitionedSale {
                 Ok(true) => {}
                 Ok(false) => return Ok((TryReply::SoldOut, retrier.retried())),
                 Err(Error::Redis(e)) if is_retryable(&e) => {
-                    let wait = retrier.backoff(e)?;
+                    let wait = retrier.backoff_between(e)?;
                     link.sleep(wait).await;
                 }
                 Err(e) => return Err(e),
@@ -372,11 +388,24 @@ impl PartitionedSale {
     /// (borrowed, or returned to it meanwhile), `false` when no partition had any at one
     /// instant.
     async fn borrow<L: Link>(&self, link: &mut L, partition: usize, qty: u64) -> Result<bool> {
+        let asked = Instant::now();
         let _borrower = match self.borrowing[partition].try_lock() {
             Ok(guard) => guard,
             Err(_) => {
                 // A wait that parks a thread in the sync API and a task in the async one.
                 let guard = self.borrowing[partition].lock().await;
+                // A scan begun after this buyer asked found nothing it could reach: its
+                // answer is this buyer's too (a scan of its own would meet the same failures).
+                if self.unreachable_refusal[partition]
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .is_some_and(|scanned| scanned >= asked)
+                {
+                    self.counters
+                        .unreachable_refusals
+                        .fetch_add(1, Ordering::Relaxed);
+                    return Ok(false);
+                }
                 // Another buyer of this partition just borrowed, or sealed it: look first.
                 let info = key::info(link, &self.keys[partition]).await?;
                 if info.remaining >= qty {
@@ -390,13 +419,16 @@ impl PartitionedSale {
         };
         // Bounded: each round either moves units, finishes transfers, or saw the sale change.
         for _ in 0..64 {
-            let first = self.partition_infos_on(link).await?;
-            if first[partition].remaining >= qty {
+            let scanned = Instant::now();
+            let first = self.scan(link).await?;
+            let mine = first[partition].as_ref();
+            if mine.is_some_and(|info| info.remaining >= qty) {
                 return Ok(true);
             }
             let donor = first
                 .iter()
                 .enumerate()
+                .filter_map(|(i, info)| Some((i, info.as_ref()?)))
                 .filter(|&(i, info)| i != partition && info.remaining > 0)
                 .max_by_key(|&(_, info)| info.remaining);
             if let Some((donor, info)) = donor {
@@ -417,20 +449,37 @@ impl PartitionedSale {
                 }
                 continue;
             }
-            if first.iter().any(|info| info.pending_out > 0) {
+            let read: Vec<&String> = (self.keys.iter().zip(&first))
+                .filter_map(|(key, info)| info.as_ref().map(|_| key))
+                .collect();
+            if first.iter().flatten().any(|info| info.pending_out > 0) {
                 // Units in flight: finish those transfers (safe even when their mover is
                 // alive) and look again.
-                self.recover_on(link).await?;
+                self.recover_keys(link, &read).await?;
                 continue;
             }
-            // Nothing anywhere, as far as these sequential reads show. Each partition changes
-            // only by commands, so if a second pass reads every one the same, they all were
-            // so at the instant between the passes: the sale had no units for this purchase.
-            if self.partition_infos_on(link).await? != first {
-                continue;
-            }
-            if first[partition].remaining > 0 {
-                return Ok(false);
+            let unreachable = read.len() < self.keys.len();
+            if !unreachable {
+                // Nothing anywhere, as far as these sequential reads show. Each partition
+                // changes only by commands, so if a second pass reads every one the same, they
+                // all were so at the instant between the passes: the sale had no units.
+                if self.scan(link).await? != first {
+                    continue;
+                }
+                if mine.is_some_and(|info| info.remaining > 0) {
+                    return Ok(false);
+                }
+            } else {
+                // A partition could not be read (its master is down): it cannot lend either.
+                // Refused as sold out, which sells nothing, and sealed like a sale found empty:
+                // for seal_ms its buyers cost one round trip, and a unit that comes back
+                // elsewhere reaches them after it, as with any seal.
+                self.counters
+                    .unreachable_refusals
+                    .fetch_add(1, Ordering::Relaxed);
+                *self.unreachable_refusal[partition]
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()) = Some(scanned);
             }
             let sealed: i64 = link
                 .query(
@@ -439,6 +488,9 @@ impl PartitionedSale {
                         .arg(self.seal_ms),
                 )
                 .await?;
+            if unreachable {
+                return Ok(false);
+            }
             if sealed == 1 {
                 self.counters.seals.fetch_add(1, Ordering::Relaxed);
                 return Ok(false);
@@ -480,8 +532,44 @@ impl PartitionedSale {
     }
 
     pub(crate) async fn recover_on<L: Link>(&self, link: &mut L) -> Result<u64> {
+        let keys: Vec<&String> = self.keys.iter().collect();
+        self.recover_keys(link, &keys).await
+    }
+
+    /// Every partition's SECKILL.INFO for a borrow, each read within [`SCAN_READ_TIMEOUT`];
+    /// `None` for one marked down or that failed to answer (marked down then: the next scans
+    /// skip it at no cost until its probe).
+    async fn scan<L: Link>(&self, link: &mut L) -> Result<Vec<Option<PartitionInfo>>> {
+        let mut infos = Vec::with_capacity(self.keys.len());
+        for (partition, key) in self.keys.iter().enumerate() {
+            if !self.health.may_read(partition, Instant::now()) {
+                infos.push(None);
+                continue;
+            }
+            let read: RedisResult<Value> = link
+                .query_within(cmd("SECKILL.INFO").arg(key), SCAN_READ_TIMEOUT)
+                .await;
+            match read {
+                Ok(reply) => {
+                    self.health.answered(partition);
+                    infos.push(Some(PartitionInfo::from_fields(&parse_fields(reply)?)?));
+                }
+                Err(e) if is_retryable(&e) => {
+                    self.health.failed(partition, Instant::now());
+                    infos.push(None);
+                }
+                Err(e) => {
+                    self.health.answered(partition);
+                    return Err(e.into());
+                }
+            }
+        }
+        Ok(infos)
+    }
+
+    async fn recover_keys<L: Link>(&self, link: &mut L, keys: &[&String]) -> Result<u64> {
         let mut finished = 0;
-        for key in &self.keys {
+        for &key in keys {
             let pending: Vec<Value> = link.query(cmd("SECKILL.TRANSFERS").arg(key)).await?;
             for transfer in pending.chunks(4) {
                 let [id, units, to, _age] = transfer else {

@@ -2,7 +2,8 @@
 //! answer was lost (a timeout, a dropped connection, a failover in progress) is sent again
 //! with the same attempt id until a definite answer, with jittered exponential backoff, for
 //! as long as the caller allows; then the caller gets [`Error::OutcomeUnknown`] with the id,
-//! and can ask `bought` what happened.
+//! and can ask `bought` what happened, or [`Error::Unavailable`] when no send of it may have
+//! run (then it did not happen).
 
 use crate::error::{Error, Result};
 use std::collections::hash_map::RandomState;
@@ -20,12 +21,13 @@ pub struct RetryPolicy {
 }
 
 impl Default for RetryPolicy {
-    /// 10 s in all, waits from 10 ms to 1 s: long enough for a replica's promotion after a
-    /// master died (the cluster's node timeout plus an election), short enough for a web
-    /// request.
+    /// 40 s in all, waits from 10 ms to 1 s: long enough for a replica's promotion after a
+    /// master died on a cluster with Redis's default `cluster-node-timeout` of 15 s (about
+    /// 19 s measured; size it as twice the node timeout plus 10 s: docs/clients.md,
+    /// "Retries").
     fn default() -> RetryPolicy {
         RetryPolicy {
-            deadline: Duration::from_secs(10),
+            deadline: Duration::from_secs(40),
             first_backoff: Duration::from_millis(10),
             max_backoff: Duration::from_secs(1),
         }
@@ -69,6 +71,16 @@ pub fn is_retryable(e: &redis::RedisError) -> bool {
         )
 }
 
+/// Whether a call that failed with `e` may have run: it was written to a connection that then
+/// failed or timed out. One refused by the server without running (TRYAGAIN, MOVED, ...: an
+/// error reply), one whose connection was refused, or one a cluster connection had no
+/// connection to send on, did not.
+pub fn may_have_run(e: &redis::RedisError) -> bool {
+    e.code().is_none()
+        && !e.is_connection_refusal()
+        && e.kind() != redis::ErrorKind::ClusterConnectionNotFound
+}
+
 /// The waits between tries: exponential, capped, each a random time in its upper half (so
 /// clients that failed together do not all come back together).
 pub struct Backoff {
@@ -107,6 +119,7 @@ pub struct Retrier<'a> {
     attempt_id: &'a str,
     start: Instant,
     backoff: Backoff,
+    may_have_run: bool,
 }
 
 impl<'a> Retrier<'a> {
@@ -116,6 +129,7 @@ impl<'a> Retrier<'a> {
             attempt_id,
             start: Instant::now(),
             backoff: Backoff::new(policy),
+            may_have_run: false,
         }
     }
 
@@ -124,14 +138,30 @@ impl<'a> Retrier<'a> {
         self.backoff.count > 0
     }
 
-    /// The wait before trying again after `failure`, or, past the deadline, the end:
-    /// [`Error::OutcomeUnknown`] with `failure`.
+    /// The wait before trying again after `failure` of the call's own send, or, past the
+    /// deadline, the end: [`Error::OutcomeUnknown`] with `failure`, or [`Error::Unavailable`]
+    /// when no send of the call may have run.
     pub fn backoff(&mut self, failure: redis::RedisError) -> Result<Duration> {
+        self.may_have_run |= may_have_run(&failure);
+        self.backoff_between(failure)
+    }
+
+    /// [`Retrier::backoff`] after a failure between two sends (a borrow), which ran nothing
+    /// of the call.
+    pub fn backoff_between(&mut self, failure: redis::RedisError) -> Result<Duration> {
         let wait = self.backoff.wait();
         if self.start.elapsed() + wait > self.policy.deadline {
-            return Err(Error::OutcomeUnknown {
-                attempt_id: self.attempt_id.to_string(),
-                last_error: failure,
+            let attempt_id = self.attempt_id.to_string();
+            return Err(if self.may_have_run {
+                Error::OutcomeUnknown {
+                    attempt_id,
+                    last_error: failure,
+                }
+            } else {
+                Error::Unavailable {
+                    attempt_id,
+                    last_error: failure,
+                }
             });
         }
         Ok(wait)
@@ -249,5 +279,50 @@ mod tests {
             Err(Error::OutcomeUnknown { .. }) => {}
             other => panic!("{other:?}"),
         }
+    }
+
+    fn refused() -> redis::RedisError {
+        std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused").into()
+    }
+
+    #[test]
+    fn a_call_never_sent_is_unavailable_one_that_may_have_run_is_unknown() {
+        let policy = RetryPolicy {
+            deadline: Duration::from_millis(50),
+            first_backoff: Duration::from_millis(1),
+            max_backoff: Duration::from_millis(5),
+        };
+        let not_sent = || {
+            vec![
+                Err(refused()),
+                Err((redis::ErrorKind::ClusterConnectionNotFound, "no node").into()),
+                Err(redis::make_extension_error("TRYAGAIN".into(), None)),
+            ]
+            .into_iter()
+            .cycle()
+            .take(10_000)
+            .collect::<Vec<_>>()
+        };
+        match run(&policy, "n1", &mut Scripted::new(not_sent())) {
+            Err(Error::Unavailable { attempt_id, .. }) => assert_eq!(attempt_id, "n1"),
+            other => panic!("{other:?}"),
+        }
+        // One send that may have run among refusals: the outcome is unknown.
+        let mut answers = vec![Err(io_error())];
+        answers.extend(not_sent());
+        match run(&policy, "n2", &mut Scripted::new(answers)) {
+            Err(Error::OutcomeUnknown { .. }) => {}
+            other => panic!("{other:?}"),
+        }
+        // A failure between sends (a borrow) ran nothing of the call.
+        let mut retrier = Retrier::new(&policy, "n3");
+        assert!(retrier.backoff_between(io_error()).is_ok());
+        assert!(retrier.backoff(refused()).is_ok());
+        std::thread::sleep(policy.deadline);
+        assert!(matches!(
+            retrier.backoff(refused()),
+            Err(Error::Unavailable { .. })
+        ));
+        assert!(!may_have_run(&refused()) && may_have_run(&io_error()));
     }
 }

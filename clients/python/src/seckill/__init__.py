@@ -25,7 +25,9 @@ from .errors import (
     OutcomeUnknownError,
     SaleExistsError,
     SeckillError,
+    UnavailableError,
 )
+from ._health import NotSentError
 from .flash_sale import FlashSale
 from .lock import Lock, LockGuard
 from .info import Buyer, ClientStats, PartitionInfo, SaleEvent, SaleInfo
@@ -60,6 +62,7 @@ __all__ = [
     "MAX_PARTITIONS",
     "NOT_STARTED",
     "NoSaleError",
+    "NotSentError",
     "OVER_LIMIT",
     "PartitionInfo",
     "PartitionedSale",
@@ -69,5 +72,6 @@ __all__ = [
     "SaleInfo",
     "SaleSpec",
     "SeckillError",
+    "UnavailableError",
     "partition_of",
 ]

@@ -189,21 +189,29 @@ def _replicas_of(role: Any) -> int:
     return len(role[2])
 
 
+#: How often a lock reads its master's replicas again at the most (``ROLE``), with no failure
+#: to prompt it: a replica attached since is asked from the next grant or renewal on.
+RECOUNT_EVERY_S = 2.0
+
+
 class ReplicaCount:
     """How many replicas a lock asks to acknowledge: fixed, or (``None`` in the settings) one
-    when the master has any, read with ``ROLE`` and read again after a grant went
-    unacknowledged (the replica may be gone for good)."""
+    when the master has any, read with ``ROLE``, and read again after a write went
+    unacknowledged (the replica may be gone for good), a lost connection or a MOVED (a
+    failover: the next master has replicas of its own), and once ``RECOUNT_EVERY_S`` has
+    passed (a replica attached since)."""
 
     def __init__(self, wanted: Optional[int]) -> None:
         self.wanted = wanted
         self._detected: Optional[int] = None
+        self._read_at = 0.0
 
     def count(self, key: str) -> Any:
         if self.wanted is not None:
             return self.wanted
-        if self._detected is None:
+        if self._detected is None or time.monotonic() - self._read_at >= RECOUNT_EVERY_S:
             (role,) = yield NodeCall(key, (("ROLE",),), _GRACE_S)
-            self._detected = min(_replicas_of(role), 1)
+            self._detected, self._read_at = min(_replicas_of(role), 1), time.monotonic()
         return self._detected
 
     def forget(self) -> None:
@@ -240,6 +248,7 @@ def grant(settings: LockSettings, replicas: ReplicaCount, token: str, wait_ms: i
         except Exception as error:  # noqa: BLE001 - sorted right below
             if not is_retryable(error):
                 raise
+            replicas.forget()
             reason = f"no answer from the server ({error})"
             if time.monotonic() >= deadline:
                 yield from _release_quietly(settings, token)
@@ -283,9 +292,13 @@ def renew(settings: LockSettings, replicas: ReplicaCount, token: str, ttl_ms: in
     name = settings.name
     wanted = yield from replicas.count(name)
     sent = time.monotonic()
-    replies = yield NodeCall(
-        name, _with_wait(("LOCK.EXTEND", name, token, ttl_ms), wanted, settings.replica_timeout_ms), timeout_s
-    )
+    try:
+        replies = yield NodeCall(
+            name, _with_wait(("LOCK.EXTEND", name, token, ttl_ms), wanted, settings.replica_timeout_ms), timeout_s
+        )
+    except Exception:
+        replicas.forget()
+        raise
     if _int(replies[0]) == 0:
         return LOST
     if wanted and _int(replies[1]) < wanted:

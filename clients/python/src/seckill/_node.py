@@ -22,9 +22,10 @@ from typing import Any, Dict, List, Optional, Tuple, cast
 
 import redis
 
+from ._health import NodeHealth, NotSentError
 from .errors import translate
 
-__all__ = ["NodeCall", "NodeConnections", "READ_ONLY", "lost_node", "nodes_of", "own_connection"]
+__all__ = ["NodeCall", "NodeConnections", "READ_ONLY", "lost_node", "moves_topology", "nodes_of", "own_connection"]
 
 
 @dataclass(frozen=True)
@@ -56,12 +57,35 @@ def lost_node(error: AttributeError) -> redis.exceptions.ConnectionError:
 
 def own_connection(kind: Any, kwargs: Dict[str, Any]) -> Any:
     """A connection made as the client's are (its socket timeout bounds the handshake and any
-    call without a ``timeout_s`` of its own)."""
-    return kind(**kwargs)
+    call without a ``timeout_s`` of its own), but with no retries of its own: redis-py's
+    default retries a refused connect with backoff (seconds), and the package decides itself
+    when to try a node again (``_health``)."""
+    return kind(**{**kwargs, "retry": None, "retry_on_error": [], "retry_on_timeout": False})
 
 
 def _is_ask(error: BaseException) -> bool:
     return isinstance(error, redis.exceptions.AskError) and not isinstance(error, redis.exceptions.MovedError)
+
+
+#: What a down node's calls fail with (a refused, dropped or timed-out connection).
+NODE_FAILURES = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+
+
+def moves_topology(error: BaseException) -> bool:
+    """Whether ``error`` may mean that the slot map changed, so that it is worth relearning: a
+    MOVED, or a node that refused or dropped a connection (it may be gone for good). Not a
+    timeout: a frozen node says nothing of the map, and relearning it might ask that node."""
+    if isinstance(error, redis.exceptions.MovedError):
+        return True
+    cause = error.__cause__ if isinstance(error, NotSentError) else error
+    return isinstance(error, redis.exceptions.ConnectionError) and not isinstance(
+        cause, (redis.exceptions.TimeoutError, TimeoutError)
+    )
+
+
+def not_sent(error: BaseException) -> NotSentError:
+    """A failure to connect (or to finish the handshake): the command was not written."""
+    return NotSentError(f"no connection could be made ({error}); not sent")
 
 
 class NodeConnections:
@@ -73,6 +97,7 @@ class NodeConnections:
         self._idle: Dict[str, List[Any]] = {}
         self._mutex = threading.Lock()
         self._topology = threading.Lock()
+        self.health = NodeHealth()
 
     def _pool(self, key: str, address: Optional[Tuple[str, int]]) -> Tuple[str, Any]:
         if isinstance(self.client, redis.RedisCluster):
@@ -112,8 +137,22 @@ class NodeConnections:
             asking = NodeCall(effect.key, (("ASKING",),) + effect.commands, effect.timeout_s, effect.may_wait)
             return self._call(asking, (ask.host, ask.port))[1:]
 
+    def node_of(self, key: str) -> Optional[str]:
+        """The name of the node that serves ``key`` in the slot map (None: not known now)."""
+        if not isinstance(self.client, redis.RedisCluster):
+            return ""
+        try:
+            return str(cast(Any, self.client).get_node_from_key(key).name)
+        except (AttributeError, redis.exceptions.RedisError):
+            return None
+
+    def all_up(self, keys: List[str]) -> bool:
+        """Whether no node serving ``keys`` is known down."""
+        return not any(self.health.is_down(self.node_of(key) or "") for key in keys)
+
     def _call(self, effect: NodeCall, address: Optional[Tuple[str, int]]) -> List[Any]:
         name, pool = self._pool(effect.key, address)
+        self.health.check(name)
         with self._mutex:
             idle = self._idle.setdefault(name, [])
             connection = idle.pop() if idle else own_connection(pool.connection_class, pool.connection_kwargs)
@@ -121,12 +160,16 @@ class NodeConnections:
             replies = _exchange(connection, effect.commands, effect.timeout_s)
         except BaseException as error:
             connection.disconnect()
-            lost = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, redis.exceptions.MovedError)
-            if isinstance(error, lost):  # the node failed, or the slot moved: relearn the map
+            if isinstance(error, NODE_FAILURES) or not isinstance(error, Exception):
+                self.health.failed(name)
+            else:
+                self.health.answered(name)
+            if moves_topology(error):
                 self.refresh_topology()
             elif isinstance(error, redis.exceptions.ResponseError) and not _is_ask(error):
                 raise translate(error) from error
             raise
+        self.health.answered(name)
         with self._mutex:
             self._idle[name].append(connection)
         return replies
@@ -134,7 +177,12 @@ class NodeConnections:
 
 def _exchange(connection: Any, commands: Tuple[Tuple[Any, ...], ...], timeout: Optional[float]) -> List[Any]:
     """The replies, each awaited until ``timeout`` from the send at most (None: each read
-    bounded by the connection's socket timeout)."""
+    bounded by the connection's socket timeout). ``NotSentError`` if no connection could be
+    made: nothing was written."""
+    try:
+        _connect_within(connection, timeout)
+    except NODE_FAILURES as error:
+        raise not_sent(error) from error
     connection.send_packed_command(connection.pack_commands(commands))
     deadline = None if timeout is None else time.monotonic() + timeout
     replies = []
@@ -143,6 +191,22 @@ def _exchange(connection: Any, commands: Tuple[Tuple[Any, ...], ...], timeout: O
             raise redis.exceptions.TimeoutError(f"no answer within {timeout:.3f} s")
         replies.append(connection.read_response())
     return replies
+
+
+def _connect_within(connection: Any, timeout: Optional[float]) -> None:
+    """Connects (if not connected yet) with the handshake bounded by ``timeout`` too: a frozen
+    node accepts the TCP connection (its kernel does) and never answers HELLO."""
+    if timeout is None or connection._sock is not None:
+        connection.connect()
+        return
+    kept = connection.socket_timeout, connection.socket_connect_timeout
+    connection.socket_timeout = connection.socket_connect_timeout = timeout
+    try:
+        connection.connect()
+    finally:
+        connection.socket_timeout, connection.socket_connect_timeout = kept
+        if connection._sock is not None:
+            connection._sock.settimeout(kept[0])
 
 
 _registry = threading.Lock()

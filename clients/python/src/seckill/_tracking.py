@@ -42,7 +42,7 @@ from ._node import own_connection
 from ._resp import ErrorReply, Incomplete, Push, encode, parse
 from .info import PartitionInfo, SaleInfo, as_text, fields_of
 
-__all__ = ["Route", "SoldOutCache", "cache_of", "route"]
+__all__ = ["Route", "STALLED_READING_S", "SoldOutCache", "cache_of", "route"]
 
 #: How often a node covering marks is asked whether it is still a master.
 ROLE_CHECK_S = 1.0
@@ -50,6 +50,9 @@ ROLE_CHECK_S = 1.0
 MARKED, UNMARKED, MOVED = "marked", "unmarked", "moved"
 #: A tracking connection whose reply is this late is dropped, with its marks.
 REPLY_TIMEOUT_S = 1.0
+#: How long a refused buyer waits for a reading, at most: past it, the nodes the reading still
+#: waits for are taken as down (``_health``) and the buyer goes; the reading goes on.
+STALLED_READING_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -168,6 +171,14 @@ class SoldOutCache:
                 self._thread.start()
         self._wake_w.send(b"x")
         return reading.done
+
+    def unanswered(self, sale: str) -> List[str]:
+        """The nodes whose answers the reading of ``sale`` in progress still waits for."""
+        with self._lock:
+            reading = self._reading.get(sale)
+            if reading is None:
+                return []
+            return sorted({route.node for route in reading.routes if route.key not in reading.answers})
 
     def connections(self) -> int:
         """Tracking connections open now (for tests)."""

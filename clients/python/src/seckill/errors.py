@@ -73,6 +73,21 @@ class OutcomeUnknownError(SeckillError):
         self.last_error = last_error
 
 
+class UnavailableError(SeckillError):
+    """A purchase or a cancel none of whose sends reached a server before the retry deadline
+    (no connection could be made, or its node was known down all along): it did not happen.
+    Tell the buyer "not bought, try again"; ``last_error`` says what failed. Not an
+    ``OutcomeUnknownError``: there is nothing to ask ``bought`` about."""
+
+    def __init__(self, attempt_id: str, last_error: BaseException):
+        super().__init__(
+            f"attempt {attempt_id} was never sent before the deadline (last: {last_error}); "
+            "it did not happen: try again"
+        )
+        self.attempt_id = attempt_id
+        self.last_error = last_error
+
+
 class ModuleMissingError(SeckillError):
     """The server has no seckill module loaded: ``redis-server --loadmodule .../libseckill.so``."""
 

@@ -11,8 +11,9 @@ from typing import Any, Iterator, List, Optional, Tuple
 import redis
 
 from ._effects import Operation, run
+from ._health import NodeHealth
 from ._node import nodes_of
-from ._tracking import MOVED, REPLY_TIMEOUT_S, SoldOutCache, cache_of, route
+from ._tracking import MOVED, STALLED_READING_S, SoldOutCache, cache_of, route
 from ._turns import BuyerTurns
 from .info import Buyer, ClientStats, SaleEvent, SaleInfo, User
 from .protocol import SOLD_OUT
@@ -58,7 +59,7 @@ class SaleOps:
 
     def _learn(self, code: int) -> "Optional[Future[str]]":
         """After the server's answer to a purchase: a SOLD_OUT has the cache read the sale
-        (the caller waits for the reads, REPLY_TIMEOUT_S at most, so that the buyers after it
+        (the caller waits for the reads, STALLED_READING_S at most, so that the buyers after it
         find the mark)."""
         if code != SOLD_OUT or self._sold_out is None:
             return None
@@ -67,6 +68,14 @@ class SaleOps:
                 self._cache_id, lambda: [route(self.client, key) for key in self._cache_keys], self._whole_sale)
         except (AttributeError, KeyError, redis.exceptions.RedisError):
             return None  # the cluster client's slot map is being relearned: the next refusal asks
+
+    def _stalled(self, health: NodeHealth) -> None:
+        """A reading still unanswered after STALLED_READING_S: the nodes it waits for are taken
+        as down (in the client's ``health``), so that the next refusals neither read nor wait
+        while they are."""
+        assert self._sold_out is not None
+        for node in self._sold_out.unanswered(self._cache_id):
+            health.failed(node)
 
     def _count(self, name: str, by: int = 1) -> None:
         with self._stats_lock:
@@ -119,12 +128,17 @@ class FlashSale(SaleOps):
     def _mark_if_sold_out(self, code: int) -> None:
         """After the server's answer: waits for the sold-out cache's reads (``_learn``); a
         key they found moved has the slot map relearned and the reads made once more."""
+        if code != SOLD_OUT or self._sold_out is None or not nodes_of(self.client).all_up(self._cache_keys):
+            return  # a sale with a key on a down node is read by no one: nothing to wait for
         for _ in range(2):
             reading = self._learn(code)
             if reading is None:
                 return
-            wait([reading], timeout=REPLY_TIMEOUT_S)
-            if not reading.done() or reading.result() != MOVED:
+            wait([reading], timeout=STALLED_READING_S)
+            if not reading.done():
+                self._stalled(nodes_of(self.client).health)
+                return
+            if reading.result() != MOVED:
                 return
             nodes_of(self.client).refresh_topology()
 

@@ -172,6 +172,8 @@ class ClientStats:
     local_refusals: int = 0
     #: Invalidations Redis pushed for the sale's keys to the sold-out cache.
     invalidations: int = 0
+    #: Purchases refused as sold out while a partition could not be read (its node down).
+    unreachable_refusals: int = 0
 
 
 def events_of(partition: int, stream: str, reply: Any) -> List[SaleEvent]:

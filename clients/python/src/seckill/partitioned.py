@@ -8,10 +8,12 @@ The same design, names and reply codes as the Rust crate ``seckill-client``.
 from __future__ import annotations
 
 import os
+import time
 from typing import Any, List, Optional, Tuple
 
 from . import _key
 from ._effects import Acquire, Call, Operation, Release, Sleep, run
+from ._node import NodeCall
 from .errors import BadManifestError, ContendedError, InvalidArgumentError, NoSaleError, SaleExistsError
 from .flash_sale import FlashSale, SaleOps
 from .info import Buyer, PartitionInfo, SaleEvent, SaleInfo, User, as_bytes, as_text, fields_of
@@ -22,6 +24,10 @@ from .spec import MAX_UNITS, SaleSpec
 #: How long a partition that found no stock anywhere stays sealed (unless stock comes back).
 DEFAULT_SEAL_MS = 1_000
 _MAX_BORROWS = 1_000
+#: How long a borrow waits for one partition's read: a partition that does not answer in time
+#: is skipped (it cannot lend) and its node marked down, so that one frozen master does not
+#: stall the buyers of the others. 50 ms is hundreds of times a healthy read on a LAN.
+SCAN_READ_TIMEOUT_S = 0.05
 _MANIFEST_VERSION = "1"
 #: How long a ``create`` holds a sale's name before its manifest is done (plus 1 ms per
 #: partition): the name of a creator that died half way is free again after it.
@@ -85,6 +91,8 @@ class PartitionedOps(SaleOps):
         # One borrower per partition at a time in this process: when many buyers find their
         # partition drained at once, one borrows and the others buy what it brought.
         self._borrowing = [self._new_lock() for _ in range(spec.partitions)]
+        #: When the last scan for each partition that found no stock it could reach began.
+        self._unreachable_refusal = [float("-inf")] * spec.partitions
         self._mover = os.urandom(8).hex()
         self._next_transfer = 0
 
@@ -216,7 +224,7 @@ class PartitionedOps(SaleOps):
             except Exception as error:  # noqa: BLE001 - sorted right below
                 if not is_retryable(error):
                     raise
-                yield Sleep(retrier.backoff(error))
+                yield Sleep(retrier.backoff(error, of_the_call=False))
                 continue
             if not borrowed:
                 return SOLD_OUT, acked
@@ -225,20 +233,29 @@ class PartitionedOps(SaleOps):
         """Looks for ``qty`` units for ``partition`` in the others: True when it may have them
         now, False when no partition had any at one instant."""
         lock = self._borrowing[partition]
+        asked = time.monotonic()
         waited = not (yield Acquire(lock, blocking=False))
         if waited:
             yield Acquire(lock, blocking=True)
         try:
             if waited:
+                # A scan begun after this buyer asked found nothing it could reach: its answer
+                # is this buyer's too (a scan of its own would read the same down nodes).
+                if self._unreachable_refusal[partition] >= asked:
+                    self._count("unreachable_refusals")
+                    return False
                 # Another buyer of this partition just borrowed, or sealed it: look first.
                 info = yield from _key.info(self.keys[partition])
                 if info.remaining >= qty or info.sealed:
                     return info.remaining >= qty
             for _ in range(64):
-                first = yield from self._partition_infos_op()
-                if first[partition].remaining >= qty:
+                scanned = time.monotonic()
+                first = yield from self._scan_op()
+                mine = first[partition]
+                if mine is not None and mine.remaining >= qty:
                     return True
-                donors = [(info.remaining, i) for i, info in enumerate(first) if i != partition and info.remaining > 0]
+                donors = [(info.remaining, i) for i, info in enumerate(first)
+                          if i != partition and info is not None and info.remaining > 0]
                 if donors:
                     available, donor = max(donors)
                     want = max(qty, self._batches[partition])
@@ -250,14 +267,23 @@ class PartitionedOps(SaleOps):
                         self._batches[partition] = min(self._batches[partition] * 2, cap)
                         return True
                     continue
-                if any(info.pending_out > 0 for info in first):
-                    yield from self._recover_op()
+                if any(info is not None and info.pending_out > 0 for info in first):
+                    yield from self._recover_op([key for key, info in zip(self.keys, first) if info is not None])
                     continue
+                if any(info is None for info in first):
+                    # A partition could not be read (its node is down): it cannot lend either.
+                    # Refused as sold out, which sells nothing, and sealed like a sale found
+                    # empty: for seal_ms its buyers cost one round trip, and a unit that comes
+                    # back elsewhere reaches them after it, as with any seal.
+                    self._count("unreachable_refusals")
+                    self._unreachable_refusal[partition] = scanned
+                    yield Call(("SECKILL.SEAL", self.keys[partition], self.seal_ms))
+                    return False
                 # Nothing anywhere as these sequential reads show; a second pass that reads every
                 # partition the same proves they all were so at one instant between the passes.
-                if (yield from self._partition_infos_op()) != first:
+                if (yield from self._scan_op()) != first:
                     continue
-                if first[partition].remaining > 0:
+                if mine is not None and mine.remaining > 0:
                     return False
                 if int((yield Call(("SECKILL.SEAL", self.keys[partition], self.seal_ms)))) == 1:
                     self._count("seals")
@@ -285,9 +311,9 @@ class PartitionedOps(SaleOps):
             yield Call(("SECKILL.ABSORB", target_key, transfer_id, units, "FROM", source_key))
         yield Call(("SECKILL.SETTLE", source_key, transfer_id))
 
-    def _recover_op(self) -> Operation[int]:
+    def _recover_op(self, keys: Optional[List[str]] = None) -> Operation[int]:
         finished = 0
-        for key in self.keys:
+        for key in self.keys if keys is None else keys:
             pending = (yield Call(("SECKILL.TRANSFERS", key))) or []
             for i in range(0, len(pending) - 3, 4):
                 transfer_id, units, target = pending[i], int(pending[i + 1]), as_text(pending[i + 2])
@@ -298,6 +324,22 @@ class PartitionedOps(SaleOps):
                 finished += 1
         self._count("recovered", finished)
         return finished
+
+    def _scan_op(self) -> Operation[List[Optional[PartitionInfo]]]:
+        """Every partition's SECKILL.INFO for a borrow, each read on the package's connection to
+        its master within ``SCAN_READ_TIMEOUT_S``; None for one whose node is down or did not
+        answer in time (it is marked down: the next scans skip it at no cost)."""
+        infos: List[Optional[PartitionInfo]] = []
+        for key in self.keys:
+            try:
+                (reply,) = yield NodeCall(key, (("SECKILL.INFO", key),), SCAN_READ_TIMEOUT_S)
+            except Exception as error:  # noqa: BLE001 - sorted right below
+                if not is_retryable(error):
+                    raise
+                infos.append(None)
+                continue
+            infos.append(PartitionInfo.from_reply(reply))
+        return infos
 
     def _partition_infos_op(self) -> Operation[List[PartitionInfo]]:
         infos = []

@@ -2,7 +2,8 @@
 answer was lost (a timeout, a dropped connection, a failover in progress) is sent again with
 the same attempt id until a definite answer, with jittered exponential backoff, for as long as
 the caller allows; then the caller gets ``OutcomeUnknownError`` with the id, and can ask
-``bought`` what happened. The same rules as the Rust crate's ``retry.rs``."""
+``bought`` what happened, or ``UnavailableError`` when no send of it ever reached a server
+(then it did not happen). The same rules as the Rust crate's ``retry.rs``."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from typing import Any
 import redis
 
 from ._effects import Effect, Operation, Sleep
-from .errors import OutcomeUnknownError
+from ._health import NotSentError
+from .errors import OutcomeUnknownError, UnavailableError
 
 # MOVED and ASK are the redis-py cluster client's to follow; one that reaches the package ran
 # nothing, and the next send goes where the client has learned since.
@@ -25,9 +27,11 @@ _RETRYABLE_CODES = ("TRYAGAIN", "CLUSTERDOWN", "LOADING", "READONLY", "MASTERDOW
 class RetryPolicy:
     """How long and how often a call with an attempt id is tried again: ``deadline_s`` from
     the first send, waits from ``first_backoff_s`` doubling up to ``max_backoff_s``. The
-    default, 10 s, outlasts a replica's promotion after its master died."""
+    default, 40 s, outlasts a replica's promotion after its master died on a cluster with
+    Redis's default ``cluster-node-timeout`` of 15 s (about 19 s measured; size it as twice
+    the node timeout plus 10 s: docs/clients.md, "Retries")."""
 
-    deadline_s: float = 10.0
+    deadline_s: float = 40.0
     first_backoff_s: float = 0.01
     max_backoff_s: float = 1.0
 
@@ -35,6 +39,15 @@ class RetryPolicy:
     def none(cls) -> "RetryPolicy":
         """No retries: the first failure is the answer."""
         return cls(deadline_s=0.0)
+
+
+def may_have_run(error: BaseException) -> bool:
+    """Whether a call that failed with ``error`` may have run: it was written to a connection
+    that then failed or timed out. A call never sent (``NotSentError``) or refused by the
+    server without running (TRYAGAIN, MOVED, ...: an error reply) did not."""
+    return isinstance(error, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)) and not isinstance(
+        error, NotSentError
+    )
 
 
 def is_retryable(error: BaseException) -> bool:
@@ -66,15 +79,22 @@ class Retrier:
         self._start = time.monotonic()
         self._next = policy.first_backoff_s
         self.retries = 0
+        #: Whether a send of the call may have run (see ``may_have_run``).
+        self.may_have_run = False
 
-    def backoff(self, failure: BaseException) -> float:
+    def backoff(self, failure: BaseException, of_the_call: bool = True) -> float:
         """The wait before trying again after ``failure`` (a random time in the upper half of
         the current backoff, so clients that failed together do not come back together), or,
-        past the deadline, ``OutcomeUnknownError``."""
+        past the deadline, ``OutcomeUnknownError`` (``UnavailableError`` when no send of the
+        call may have run). ``of_the_call``: the failure was the call's own send (not a step
+        between two sends, such as a borrow, that runs nothing of it)."""
+        self.may_have_run |= of_the_call and may_have_run(failure)
         ceiling = self._next
         self._next = min(self._next * 2, self.policy.max_backoff_s)
         wait = ceiling / 2 + random.random() * ceiling / 2
         if time.monotonic() - self._start + wait > self.policy.deadline_s:
+            if not self.may_have_run:
+                raise UnavailableError(self.attempt_id, failure) from failure
             raise OutcomeUnknownError(self.attempt_id, failure) from failure
         self.retries += 1
         return wait

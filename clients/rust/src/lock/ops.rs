@@ -47,6 +47,15 @@ async fn call<L: NodeLink>(
                     replicas.forget();
                 }
             }
+            Err(e) => {
+                // A lost connection may be a failover: the next master has replicas of its own.
+                if let Some(replicas) = replicas
+                    && is_retryable(&e)
+                {
+                    replicas.forget();
+                }
+                return Err(e);
+            }
             other => return other,
         }
     }
@@ -59,12 +68,17 @@ fn int(value: &Value) -> Option<i64> {
     }
 }
 
+/// How often a lock reads its master's replicas again at the most (`ROLE`), with no failure
+/// to prompt it: a replica attached since is asked from the next grant or renewal on.
+pub(crate) const RECOUNT_EVERY: Duration = Duration::from_secs(2);
+
 /// How many replicas a lock asks to acknowledge: fixed, or (`None`) one when the master has
-/// any, read with `ROLE` and read again after a write went unacknowledged (the replica may be
-/// gone for good, or a promotion left the master with none).
+/// any, read with `ROLE`, and read again after a write went unacknowledged (the replica may be
+/// gone for good, or a promotion left the master with none), a MOVED or a lost connection (a
+/// failover), and once [`RECOUNT_EVERY`] has passed (a replica attached since).
 pub(crate) struct ReplicaCount {
     wanted: Option<u64>,
-    detected: Mutex<Option<u64>>,
+    detected: Mutex<Option<(u64, Instant)>>,
 }
 
 impl ReplicaCount {
@@ -79,7 +93,9 @@ impl ReplicaCount {
         if let Some(wanted) = self.wanted {
             return Ok(wanted);
         }
-        if let Some(detected) = *self.detected.lock().unwrap_or_else(|e| e.into_inner()) {
+        if let Some((detected, read)) = *self.detected.lock().unwrap_or_else(|e| e.into_inner())
+            && read.elapsed() < RECOUNT_EVERY
+        {
             return Ok(detected);
         }
         let replies = call(link, redis::pipe().cmd("ROLE"), GRACE, None).await?;
@@ -91,7 +107,7 @@ impl ReplicaCount {
             _ => 0,
         };
         let detected = replicas.min(1);
-        *self.detected.lock().unwrap_or_else(|e| e.into_inner()) = Some(detected);
+        *self.detected.lock().unwrap_or_else(|e| e.into_inner()) = Some((detected, Instant::now()));
         Ok(detected)
     }
 

@@ -20,7 +20,7 @@ import redis.asyncio
 
 from .._effects import Acquire, Call, Effect, Operation, Release, Sleep
 from .._node import READ_ONLY, NodeCall, lost_node
-from .._tracking import MOVED, REPLY_TIMEOUT_S
+from .._tracking import MOVED, STALLED_READING_S
 from ._node import nodes_of
 from .._turns import AsyncBuyerTurns
 from ..errors import translate
@@ -109,12 +109,17 @@ class FlashSale(SaleOps):
     async def _mark_if_sold_out(self, code: int) -> None:
         """``seckill.FlashSale._mark_if_sold_out`` on the event loop (the reads are the cache
         thread's)."""
+        if code != SOLD_OUT or self._sold_out is None or not nodes_of(self.client).all_up(self._cache_keys):
+            return  # a sale with a key on a down node is read by no one: nothing to wait for
         for _ in range(2):
             reading = self._learn(code)
             if reading is None:
                 return
-            await asyncio.wait([asyncio.wrap_future(reading)], timeout=REPLY_TIMEOUT_S)
-            if not reading.done() or reading.result() != MOVED:
+            await asyncio.wait([asyncio.wrap_future(reading)], timeout=STALLED_READING_S)
+            if not reading.done():
+                self._stalled(nodes_of(self.client).health)
+                return
+            if reading.result() != MOVED:
                 return
             await nodes_of(self.client).refresh_topology()
 

@@ -9,7 +9,8 @@ from typing import Any, Dict, List, Optional, Tuple, cast
 import redis
 import redis.asyncio
 
-from .._node import NodeCall, _is_ask, lost_node, own_connection
+from .._health import NodeHealth
+from .._node import NODE_FAILURES, NodeCall, _is_ask, lost_node, moves_topology, not_sent, own_connection
 from ..errors import translate
 
 __all__ = ["NodeConnections", "nodes_of"]
@@ -28,6 +29,7 @@ class NodeConnections:
         self._idle: Dict[str, List[Any]] = {}
         self._slots: Dict[str, asyncio.Semaphore] = {}
         self._refreshing = False
+        self.health = NodeHealth()
 
     async def _target(self, key: str, address: Optional[Tuple[str, int]]) -> Tuple[str, Any, Dict[str, Any]]:
         client: Any = self.client
@@ -71,8 +73,22 @@ class NodeConnections:
             asking = NodeCall(effect.key, (("ASKING",),) + effect.commands, effect.timeout_s, effect.may_wait)
             return (await self._call(asking, (ask.host, ask.port)))[1:]
 
+    def node_of(self, key: str) -> Optional[str]:
+        """The name of the node that serves ``key`` in the slot map (None: not known now)."""
+        if not isinstance(self.client, redis.asyncio.RedisCluster):
+            return ""
+        try:
+            return str(cast(Any, self.client).get_node_from_key(key).name)
+        except (AttributeError, KeyError, redis.exceptions.RedisError):
+            return None
+
+    def all_up(self, keys: List[str]) -> bool:
+        """Whether no node serving ``keys`` is known down."""
+        return not any(self.health.is_down(self.node_of(key) or "") for key in keys)
+
     async def _call(self, effect: NodeCall, address: Optional[Tuple[str, int]]) -> List[Any]:
         name, kind, kwargs = await self._target(effect.key, address)
+        self.health.check(name)
         if effect.may_wait:
             return await self._on_connection(effect, name, kind, kwargs)
         slots = self._slots.setdefault(name, asyncio.Semaphore(self.MAX_CALLS_PER_NODE))
@@ -87,20 +103,29 @@ class NodeConnections:
         except BaseException as error:
             # Cancelled half way too: the connection may hold an unread reply.
             await connection.disconnect(nowait=True)
-            lost = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, redis.exceptions.MovedError)
-            if isinstance(error, lost):  # the node failed, or the slot moved: relearn the map
+            if isinstance(error, NODE_FAILURES) or not isinstance(error, Exception):
+                self.health.failed(name)
+            else:
+                self.health.answered(name)
+            if moves_topology(error):
                 await self.refresh_topology()
             elif isinstance(error, redis.exceptions.ResponseError) and not _is_ask(error):
                 raise translate(error) from error
             raise
+        self.health.answered(name)
         self._idle.setdefault(name, []).append(connection)
         return replies
 
 
 async def _exchange(connection: Any, commands: Tuple[Tuple[Any, ...], ...], timeout: Optional[float]) -> List[Any]:
-    await connection.send_packed_command(connection.pack_commands(commands))
     loop = asyncio.get_running_loop()
     deadline = None if timeout is None else loop.time() + timeout
+    try:
+        # A new connection's handshake waits on the node too: bounded by the call's timeout.
+        await asyncio.wait_for(connection.connect(), timeout)
+    except (*NODE_FAILURES, asyncio.TimeoutError) as error:
+        raise not_sent(error) from error
+    await connection.send_packed_command(connection.pack_commands(commands))
     replies = []
     for _ in commands:
         if deadline is None:
