@@ -114,14 +114,18 @@ demo: build examples
 bench-scale: build examples
 	./target/release/examples/bench --scale
 
-# Ratios against plain Redis commands in one run; writes bench/results/latest.{md,csv,png}.
+# Ratios against plain Redis commands in one run; writes bench/results/latest.{md,csv,png},
+# and availability under a fault, bench/results/availability.md.
 bench: build venv examples
 	@command -v $${REDIS_BENCHMARK:-redis-benchmark} >/dev/null 2>&1 || { echo "redis-benchmark is missing: apt-get install redis-tools"; exit 1; }
 	./target/release/examples/bench
+	./target/release/examples/bench_availability
 
-# The long versions of the reliability cases (tests/reliability.rs), one at a time.
-soak: build
+# The long versions of the reliability cases (tests/reliability.rs), one at a time, and a
+# failover at Redis's default cluster-node-timeout under the default RetryPolicy (Python).
+soak: build venv
 	SECKILL_SOAK=1 cargo test --release --test reliability --test history -- --test-threads 1 --nocapture
+	SECKILL_SOAK=1 SECKILL_RESP=3 $(VENV)/bin/python -m pytest -q -s clients/python/tests/test_availability.py -k default_node_timeout
 
 unit:
 	cargo test --release --lib

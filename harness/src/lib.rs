@@ -1,7 +1,9 @@
 //! The one harness every integration test, example and benchmark uses: starts a real server
 //! (`REDIS_SERVER`, default `redis-server`) with the module on a free loopback port in its own
 //! directory, and kills it when dropped, also when the test panics; clusters, replicas and
-//! faults on top.
+//! faults on top; `buyers` times a partitioned sale's buyers through a fault.
+
+pub mod buyers;
 
 use std::collections::HashMap;
 use std::net::TcpListener;

@@ -84,9 +84,10 @@ def _require_module_built():
         pytest.fail(f"{MODULE} is missing: run `make test` (or `cargo build --release`) first")
 
 
-def start_cluster(workdir: str):
+def start_cluster(workdir: str, node_timeout_ms: int = 5000):
     """3 masters, each with a replica, every replica in sync; returns the nodes."""
-    nodes = [Node(workdir, ["--cluster-enabled", "yes", "--cluster-node-timeout", "5000"]) for _ in range(6)]
+    nodes = [Node(workdir, ["--cluster-enabled", "yes", "--cluster-node-timeout", str(node_timeout_ms)])
+             for _ in range(6)]
     for node in nodes:
         wait_until(lambda: _answers(node.port), f"the server on {node.port}")
     subprocess.run(
@@ -106,13 +107,13 @@ def start_cluster(workdir: str):
 
 
 @contextlib.contextmanager
-def _cluster_nodes():
+def cluster_nodes(node_timeout_ms: int = 5000):
     """A cluster's nodes, killed (and their directory removed) at the end."""
     _require_module_built()
     workdir = tempfile.TemporaryDirectory(prefix="seckill-py-")
     nodes = []
     try:
-        nodes = start_cluster(workdir.name)
+        nodes = start_cluster(workdir.name, node_timeout_ms)
         yield nodes
     finally:
         for node in nodes:
@@ -138,14 +139,14 @@ def _single_node(module: bool):
 @pytest.fixture(scope="session")
 def cluster():
     """One cluster for the whole session; tests that disturb it make their own."""
-    with _cluster_nodes() as nodes:
+    with cluster_nodes() as nodes:
         yield redis.RedisCluster(host="127.0.0.1", port=nodes[0].port, protocol=PROTOCOL)
 
 
 @pytest.fixture
 def own_cluster():
     """A cluster of this test's own, to kill a node of: its nodes."""
-    with _cluster_nodes() as nodes:
+    with cluster_nodes() as nodes:
         yield nodes
 
 

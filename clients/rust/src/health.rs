@@ -1,49 +1,62 @@
-//! Which partitions of a sale could not be read lately, so that a borrow does not wait for a
-//! failed master again and again: the rules of the Python package's `_health.py`, kept per
-//! partition (the crate talks to a cluster through the application's connection, which does
-//! not say which node serves a key).
+//! Which masters of a sale could not be read lately, so that a borrow does not wait for a
+//! failed master again and again: the rules of the Python package's `_health.py`.
 //!
-//! A partition whose read failed or did not answer within the borrow's read timeout is
-//! *down*: borrows skip it without sending anything until its next probe time; then one read
-//! is let through as the probe, and its answer says whether it is back. Probes come 100 ms
-//! after the failure, then twice as far apart, 1 s at most. Pure: the time is passed in.
+//! A master whose read failed or did not answer within the borrow's read timeout is *down*:
+//! borrows skip its partitions without sending anything until its next probe time; then one
+//! read is let through as the probe, and its answer says whether it is back (so does any
+//! purchase in one of its partitions). Probes come 100 ms after the failure, then twice as far
+//! apart, 1 s at most; on a link that cannot bound one call (the sync API, where a read of a
+//! frozen master waits the connection's response timeout, and a `ClusterSession` then connects
+//! anew, which waits on it too), 5 s after the last failure. Which master serves which
+//! partition is [`Placement`]'s to say (the crate talks to a cluster through the application's
+//! connection, which does not tell). Pure: the time is passed in.
 
+use redis::Value;
+use std::collections::HashMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// The first probe after a failure, and the longest wait between two probes.
 pub const FIRST_PROBE: Duration = Duration::from_millis(100);
 pub const MAX_PROBE: Duration = Duration::from_secs(1);
+/// The probe of a link that cannot bound one call: rare, as each costs a timeout.
+pub const SLOW_PROBE: Duration = Duration::from_secs(5);
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Down {
+    failed_at: Instant,
     probe_at: Instant,
     interval: Duration,
     probing: bool,
 }
 
-/// The down partitions of one sale handle.
+/// The down masters of one sale handle, by node name.
+#[derive(Default)]
 pub(crate) struct Health {
-    down: Mutex<Vec<Option<Down>>>,
+    down: Mutex<HashMap<String, Down>>,
+    /// Whether any is down: the healthy case takes no lock.
+    any_down: AtomicBool,
 }
 
 impl Health {
-    pub fn new(partitions: usize) -> Health {
-        Health {
-            down: Mutex::new(vec![None; partitions]),
-        }
+    pub fn any_down(&self) -> bool {
+        self.any_down.load(Ordering::Relaxed)
     }
 
-    fn down(&self) -> std::sync::MutexGuard<'_, Vec<Option<Down>>> {
+    fn down(&self) -> std::sync::MutexGuard<'_, HashMap<String, Down>> {
         self.down.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Whether a read of `partition` may be sent now: it is up, or this read is its probe.
-    pub fn may_read(&self, partition: usize, now: Instant) -> bool {
+    /// Whether a read of `node` may be sent now: it is up, or this read is its probe (with
+    /// `bounded` false, the link cannot bound the read: SLOW_PROBE after the last failure).
+    pub fn may_read(&self, node: &str, now: Instant, bounded: bool) -> bool {
         let mut down = self.down();
-        match &mut down[partition] {
+        match down.get_mut(node) {
             None => true,
-            Some(state) if state.probing || now < state.probe_at => false,
+            Some(state) if state.probing => false,
+            Some(state) if bounded && now < state.probe_at => false,
+            Some(state) if !bounded && now < state.failed_at + SLOW_PROBE => false,
             Some(state) => {
                 state.probing = true;
                 true
@@ -51,24 +64,148 @@ impl Health {
         }
     }
 
-    /// A read of `partition` failed or timed out: down until its next probe.
-    pub fn failed(&self, partition: usize, now: Instant) {
+    /// A read of `node` failed or timed out: down until its next probe.
+    pub fn failed(&self, node: &str, now: Instant) {
         let mut down = self.down();
-        let interval = match down[partition] {
+        let interval = match down.get(node) {
             None => FIRST_PROBE,
             Some(state) => (state.interval * 2).min(MAX_PROBE),
         };
-        down[partition] = Some(Down {
-            probe_at: now + interval,
-            interval,
-            probing: false,
-        });
+        self.any_down.store(true, Ordering::Relaxed);
+        down.insert(
+            node.to_string(),
+            Down {
+                failed_at: now,
+                probe_at: now + interval,
+                interval,
+                probing: false,
+            },
+        );
     }
 
-    /// `partition` answered: up.
-    pub fn answered(&self, partition: usize) {
-        self.down()[partition] = None;
+    /// `node` answered: up.
+    pub fn answered(&self, node: &str) {
+        if !self.any_down() {
+            return;
+        }
+        let mut down = self.down();
+        down.remove(node);
+        self.any_down.store(!down.is_empty(), Ordering::Relaxed);
     }
+}
+
+/// How often the placement is read again at the most, when a read failed.
+const PLACEMENT_EVERY: Duration = Duration::from_secs(1);
+
+/// Which master serves each partition of a sale, as `CLUSTER SLOTS` said when the sale first
+/// scanned, and again after a read failed (once a second at the most). Until it is known, and
+/// on a server that is no cluster, each partition stands for itself.
+pub(crate) struct Placement {
+    /// Each partition's hash slot (its key is one hash tag: `{name/i}`).
+    slots: Vec<u16>,
+    state: Mutex<Placed>,
+}
+
+struct Placed {
+    /// Each partition's node.
+    nodes: Vec<String>,
+    /// When they were read (`None`: never).
+    read: Option<Instant>,
+    /// A read failed since: read them again once PLACEMENT_EVERY has passed.
+    stale: bool,
+}
+
+impl Placement {
+    pub fn new(keys: &[String]) -> Placement {
+        Placement {
+            slots: keys.iter().map(|key| key_slot(key)).collect(),
+            state: Mutex::new(Placed {
+                nodes: (0..keys.len()).map(|i| format!("partition {i}")).collect(),
+                read: None,
+                stale: false,
+            }),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, Placed> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The node serving `partition`, by name.
+    pub fn node(&self, partition: usize) -> String {
+        self.state().nodes[partition].clone()
+    }
+
+    /// Whether the placement should be read (again) now.
+    pub fn due(&self, now: Instant) -> bool {
+        let state = self.state();
+        state
+            .read
+            .is_none_or(|read| state.stale && now >= read + PLACEMENT_EVERY)
+    }
+
+    /// A read failed: the placement may have changed (a failover).
+    pub fn stale(&self) {
+        self.state().stale = true;
+    }
+
+    /// The reply to `CLUSTER SLOTS` read at `now`, or its failure (`None`: what was known is
+    /// kept, and the next reading is due in a second). A reply that is no slot map (a server
+    /// that is no cluster) leaves each partition standing for itself.
+    pub fn learn(&self, reply: Option<&Value>, now: Instant) {
+        let mut state = self.state();
+        state.read = Some(now);
+        state.stale = reply.is_none();
+        let Some(reply) = reply else {
+            return;
+        };
+        let ranges = slot_ranges(reply);
+        for (partition, slot) in self.slots.iter().enumerate() {
+            state.nodes[partition] = ranges
+                .iter()
+                .find(|(start, end, _)| (*start..=*end).contains(slot))
+                .map_or_else(
+                    || format!("partition {partition}"),
+                    |(_, _, node)| node.clone(),
+                );
+        }
+    }
+}
+
+/// A key's hash slot (CRC16/XMODEM of its hash tag, or of the key without one, mod 16384).
+fn key_slot(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let tag = bytes
+        .iter()
+        .position(|&b| b == b'{')
+        .and_then(|open| {
+            let len = bytes[open + 1..].iter().position(|&b| b == b'}')?;
+            (len > 0).then(|| &bytes[open + 1..open + 1 + len])
+        })
+        .unwrap_or(bytes);
+    crc16::State::<crc16::XMODEM>::calculate(tag) % 16384
+}
+
+/// `CLUSTER SLOTS`' ranges: (first slot, last slot, "host:port" of the master).
+fn slot_ranges(reply: &Value) -> Vec<(u16, u16, String)> {
+    let Value::Array(ranges) = reply else {
+        return Vec::new();
+    };
+    let text = |value: &Value| -> Option<String> { redis::from_redis_value_ref(value).ok() };
+    let number = |value: &Value| -> Option<u16> { redis::from_redis_value_ref(value).ok() };
+    ranges
+        .iter()
+        .filter_map(|range| {
+            let Value::Array(items) = range else {
+                return None;
+            };
+            let Value::Array(master) = items.get(2)? else {
+                return None;
+            };
+            let address = format!("{}:{}", text(master.first()?)?, number(master.get(1)?)?);
+            Some((number(items.first()?)?, number(items.get(1)?)?, address))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -76,30 +213,107 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_failed_partition_is_skipped_until_one_probe_and_probes_back_off() {
-        let health = Health::new(2);
+    fn a_failed_node_is_skipped_until_one_probe_and_probes_back_off() {
+        let health = Health::default();
         let t0 = Instant::now();
-        assert!(health.may_read(0, t0), "up at first");
-        health.failed(0, t0);
-        assert!(!health.may_read(0, t0), "down right after");
-        assert!(health.may_read(1, t0), "the others stay up");
-        assert!(!health.may_read(0, t0 + FIRST_PROBE / 2));
-        assert!(health.may_read(0, t0 + FIRST_PROBE), "the probe");
-        assert!(!health.may_read(0, t0 + FIRST_PROBE), "one probe at a time");
-        let t1 = t0 + FIRST_PROBE;
-        health.failed(0, t1);
+        assert!(health.may_read("a", t0, true), "up at first");
+        health.failed("a", t0);
+        assert!(!health.may_read("a", t0, true), "down right after");
+        assert!(health.may_read("b", t0, true), "the others stay up");
+        assert!(!health.may_read("a", t0 + FIRST_PROBE / 2, true));
+        assert!(health.may_read("a", t0 + FIRST_PROBE, true), "the probe");
         assert!(
-            !health.may_read(0, t1 + FIRST_PROBE),
+            !health.may_read("a", t0 + FIRST_PROBE, true),
+            "one probe at a time"
+        );
+        let t1 = t0 + FIRST_PROBE;
+        health.failed("a", t1);
+        assert!(
+            !health.may_read("a", t1 + FIRST_PROBE, true),
             "the next probe waits twice as long"
         );
-        assert!(health.may_read(0, t1 + FIRST_PROBE * 2));
+        assert!(health.may_read("a", t1 + FIRST_PROBE * 2, true));
         let mut t = t1 + FIRST_PROBE * 2;
         for _ in 0..10 {
-            health.failed(0, t);
+            health.failed("a", t);
             t += MAX_PROBE;
         }
-        assert!(health.may_read(0, t), "capped at MAX_PROBE");
-        health.answered(0);
-        assert!(health.may_read(0, t) && health.may_read(0, t), "up again");
+        assert!(health.may_read("a", t, true), "capped at MAX_PROBE");
+        health.answered("a");
+        assert!(
+            health.may_read("a", t, true) && health.may_read("a", t, true),
+            "up again"
+        );
+        health.failed("a", t);
+        assert!(
+            !health.may_read("a", t + MAX_PROBE, false),
+            "unbounded: no quick probe"
+        );
+        assert!(
+            health.may_read("a", t + SLOW_PROBE, false),
+            "but one after SLOW_PROBE"
+        );
+    }
+
+    fn node(host: &str, port: i64) -> Value {
+        Value::Array(vec![
+            Value::BulkString(host.into()),
+            Value::Int(port),
+            Value::BulkString(b"id".to_vec()),
+        ])
+    }
+
+    #[test]
+    fn partitions_are_placed_on_the_masters_cluster_slots_names() {
+        assert_eq!(key_slot("{sale/0}"), key_slot("sale/0"));
+        assert_eq!(key_slot("foo"), 12182);
+        assert_eq!(key_slot("123456789"), 0x31c3);
+        let keys: Vec<String> = (0..4).map(|i| format!("{{sale/{i}}}")).collect();
+        let placement = Placement::new(&keys);
+        let t0 = Instant::now();
+        assert!(placement.due(t0), "due before the first reading");
+        assert_eq!(placement.node(1), "partition 1", "each its own until read");
+        let slots = Value::Array(vec![
+            Value::Array(vec![
+                Value::Int(0),
+                Value::Int(8191),
+                node("10.0.0.1", 7000),
+                node("10.0.0.2", 7001),
+            ]),
+            Value::Array(vec![
+                Value::Int(8192),
+                Value::Int(16383),
+                node("10.0.0.3", 7002),
+            ]),
+        ]);
+        placement.learn(Some(&slots), t0);
+        for (partition, key) in keys.iter().enumerate() {
+            let want = if key_slot(key) <= 8191 {
+                "10.0.0.1:7000"
+            } else {
+                "10.0.0.3:7002"
+            };
+            assert_eq!(placement.node(partition), want, "{key}");
+        }
+        assert!(
+            !placement.due(t0 + PLACEMENT_EVERY),
+            "read again only after a failure"
+        );
+        placement.stale();
+        assert!(!placement.due(t0), "once a second at the most");
+        assert!(placement.due(t0 + PLACEMENT_EVERY));
+        let kept = placement.node(0);
+        placement.learn(None, t0);
+        assert_eq!(
+            placement.node(0),
+            kept,
+            "a failed reading keeps what was known"
+        );
+        assert!(
+            placement.due(t0 + PLACEMENT_EVERY),
+            "tried again in a second"
+        );
+        placement.learn(Some(&Value::Nil), t0);
+        assert_eq!(placement.node(0), "partition 0", "no cluster: each its own");
     }
 }

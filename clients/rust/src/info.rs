@@ -23,6 +23,23 @@ pub struct PartitionInfo {
 }
 
 impl PartitionInfo {
+    /// Every counter a unit's move changes (not `sealed`, which moves none): two reads with
+    /// the same units saw no unit come or go between them.
+    pub(crate) fn units(&self) -> [u64; 10] {
+        [
+            self.stock,
+            self.remaining,
+            self.sold,
+            self.held,
+            self.buyers,
+            self.restocked,
+            self.refunded,
+            self.lent,
+            self.absorbed,
+            self.pending_out,
+        ]
+    }
+
     pub(crate) fn from_fields(fields: &HashMap<String, Value>) -> Result<PartitionInfo> {
         let number = |name: &str| -> Result<u64> {
             match fields.get(name) {

@@ -18,6 +18,12 @@ pub(crate) trait Link {
 
     fn sleep(&mut self, wait: Duration) -> impl Future<Output = ()> + Send;
 
+    /// Whether [`Link::query_within`] bounds a call by its budget (the async links), or only
+    /// by the connection's own read timeout (a sync connection).
+    fn bounds_calls(&self) -> bool {
+        false
+    }
+
     /// `cmd`, failing with a timeout after `budget` where the link can bound one call: the
     /// async links can; a sync connection is bounded by its own read timeout only.
     fn query_within<T: FromRedisValue + Send>(
@@ -61,6 +67,10 @@ impl<C: redis::aio::ConnectionLike + Send> Link for Tokio<'_, C> {
 
     fn sleep(&mut self, wait: Duration) -> impl Future<Output = ()> + Send {
         tokio::time::sleep(wait)
+    }
+
+    fn bounds_calls(&self) -> bool {
+        true
     }
 
     fn query_within<T: FromRedisValue + Send>(

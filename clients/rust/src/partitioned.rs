@@ -4,7 +4,7 @@
 
 use crate::error::{Error, Result};
 use crate::flash_sale::Counters;
-use crate::health::Health;
+use crate::health::{Health, Placement};
 use crate::info::{Buyer, PartitionInfo, SaleEvent, SaleInfo, parse_fields};
 use crate::key;
 use crate::link::{Blocking, Link, block_on};
@@ -61,8 +61,10 @@ pub struct PartitionedSale {
     next_transfer: AtomicU64,
     seal_ms: u64,
     retry: RetryPolicy,
-    /// The partitions whose reads failed lately (see [`crate::health`]).
+    /// The masters whose reads failed lately, and which master serves which partition (see
+    /// [`crate::health`]).
     health: Health,
+    placement: Placement,
     /// When the last scan for each partition that found no stock it could reach began: a
     /// buyer who waited for that scan takes its answer.
     unreachable_refusal: Vec<StdMutex<Option<Instant>>>,
@@ -113,7 +115,7 @@ impl PartitionedSale {
         }
         let sale = PartitionedSale::with_spec(name, spec.clone());
         match sale.write_partitions_and_manifest(link).await {
-            Ok(()) => Ok(sale),
+            Ok(()) => Ok(sale.placed(link).await),
             Err(e) => {
                 // Give the name back; should this fail too, the claim's expiry does.
                 let _: RedisResult<()> = link.query(cmd("DEL").arg(name)).await;
@@ -211,7 +213,27 @@ impl PartitionedSale {
                 "{name}: unknown partition naming"
             )));
         }
-        Ok(PartitionedSale::with_spec(name, spec))
+        Ok(PartitionedSale::with_spec(name, spec).placed(link).await)
+    }
+
+    /// The sale with its placement read now, while the cluster is likely healthy: a borrow in
+    /// a master's failure then knows which partitions that master serves (see [`Placement`]).
+    async fn placed<L: Link>(self, link: &mut L) -> PartitionedSale {
+        self.read_placement(link).await;
+        self
+    }
+
+    /// `CLUSTER SLOTS` into the placement (within [`SCAN_READ_TIMEOUT`]: any node answers it,
+    /// and the one asked may be the failed one).
+    async fn read_placement<L: Link>(&self, link: &mut L) {
+        let slots = cmd("CLUSTER").arg("SLOTS").clone();
+        let reply: Option<Value> = match link.query_within(&slots, SCAN_READ_TIMEOUT).await {
+            Ok(value) => Some(value),
+            // A server that is no cluster: each partition stands for itself.
+            Err(e) if e.code().is_some() => Some(Value::Nil),
+            Err(_) => None,
+        };
+        self.placement.learn(reply.as_ref(), Instant::now());
     }
 
     fn with_spec(name: &str, spec: SaleSpec) -> PartitionedSale {
@@ -223,7 +245,8 @@ impl PartitionedSale {
             name: name.to_string(),
             batches: keys.iter().map(|_| AtomicU64::new(initial_batch)).collect(),
             borrowing: keys.iter().map(|_| Mutex::new(())).collect(),
-            health: Health::new(keys.len()),
+            health: Health::default(),
+            placement: Placement::new(&keys),
             unreachable_refusal: keys.iter().map(|_| StdMutex::new(None)).collect(),
             keys,
             spec,
@@ -356,6 +379,10 @@ impl PartitionedSale {
         loop {
             let key = &self.keys[partition];
             let code = key::try_buy(link, &mut retrier, key, user, qty, &attempt).await?;
+            // The partition's master answered: a borrow may read it again at once.
+            if self.health.any_down() {
+                self.health.answered(&self.placement.node(partition));
+            }
             if code != DRAINED {
                 return Ok((TryReply::from_code(code)?, retrier.retried()));
             }
@@ -463,7 +490,13 @@ impl PartitionedSale {
                 // Nothing anywhere, as far as these sequential reads show. Each partition
                 // changes only by commands, so if a second pass reads every one the same, they
                 // all were so at the instant between the passes: the sale had no units.
-                if self.scan(link).await? != first {
+                // (A seal lapsing meanwhile moves no unit: only the units are compared.)
+                let units = |scan: &[Option<PartitionInfo>]| -> Vec<Option<[u64; 10]>> {
+                    scan.iter()
+                        .map(|info| info.as_ref().map(PartitionInfo::units))
+                        .collect()
+                };
+                if units(&self.scan(link).await?) != units(&first) {
                     continue;
                 }
                 if mine.is_some_and(|info| info.remaining > 0) {
@@ -540,9 +573,17 @@ impl PartitionedSale {
     /// `None` for one marked down or that failed to answer (marked down then: the next scans
     /// skip it at no cost until its probe).
     async fn scan<L: Link>(&self, link: &mut L) -> Result<Vec<Option<PartitionInfo>>> {
+        // A link that cannot bound the read (the sync API) reads it at the sale's opening only.
+        if link.bounds_calls() && self.placement.due(Instant::now()) {
+            self.read_placement(link).await;
+        }
         let mut infos = Vec::with_capacity(self.keys.len());
         for (partition, key) in self.keys.iter().enumerate() {
-            if !self.health.may_read(partition, Instant::now()) {
+            let node = self.placement.node(partition);
+            if !self
+                .health
+                .may_read(&node, Instant::now(), link.bounds_calls())
+            {
                 infos.push(None);
                 continue;
             }
@@ -551,15 +592,16 @@ impl PartitionedSale {
                 .await;
             match read {
                 Ok(reply) => {
-                    self.health.answered(partition);
+                    self.health.answered(&node);
                     infos.push(Some(PartitionInfo::from_fields(&parse_fields(reply)?)?));
                 }
                 Err(e) if is_retryable(&e) => {
-                    self.health.failed(partition, Instant::now());
+                    self.health.failed(&node, Instant::now());
+                    self.placement.stale();
                     infos.push(None);
                 }
                 Err(e) => {
-                    self.health.answered(partition);
+                    self.health.answered(&node);
                     return Err(e.into());
                 }
             }

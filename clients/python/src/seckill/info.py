@@ -56,6 +56,13 @@ class PartitionInfo:
     partition: int
     partitions: int
 
+    @property
+    def units(self) -> Tuple[int, ...]:
+        """Every counter a unit's move changes (not ``sealed``, which moves none): two reads
+        with the same ``units`` saw no unit come or go between them."""
+        return (self.stock, self.remaining, self.sold, self.held, self.buyers, self.restocked,
+                self.refunded, self.lent, self.absorbed, self.pending_out)
+
     @classmethod
     def from_reply(cls, reply: Any) -> "PartitionInfo":
         fields = fields_of(reply)

@@ -46,7 +46,14 @@ pub(crate) enum Outcome {
     Unmarked,
     /// A key was answered MOVED: its node is learned, a second reading goes there.
     Moved,
+    /// Not answered within [`STALLED_READING`]: the caller goes; the reading goes on.
+    Stalled,
 }
+
+/// How long a refused buyer waits for a reading, at most: a reading that waits on a frozen
+/// master must not hold the refusals of the other masters' buyers (the Python package's
+/// `STALLED_READING_S`).
+pub(crate) const STALLED_READING: Duration = Duration::from_millis(250);
 
 /// A sold-out cache for the sales of one Redis deployment (one server, or one cluster), shared
 /// by the sale handles given it with `with_local_cache` (clones share it). Made from one or
@@ -95,9 +102,10 @@ struct Reading {
     answers: HashMap<String, (Frame, u64)>,
     failed: bool,
     moved: bool,
-    /// Who waits for the outcome; emptied when the reading is finished.
+    /// Who waits for the outcome; emptied when the reading is finished, or stalled.
     waiters: Vec<oneshot::Sender<Outcome>>,
     finished: bool,
+    started: Instant,
 }
 
 impl SoldOutCache {
@@ -165,7 +173,12 @@ impl SoldOutCache {
         let (tx, rx) = oneshot::channel();
         let mut state = self.shared.state();
         if let Some(reading) = state.readings.get(sale) {
-            lock(reading).waiters.push(tx);
+            let mut reading = lock(reading);
+            if reading.started.elapsed() >= STALLED_READING {
+                let _ = tx.send(Outcome::Stalled);
+            } else {
+                reading.waiters.push(tx);
+            }
             return rx;
         }
         let reading = Arc::new(Mutex::new(Reading {
@@ -177,13 +190,19 @@ impl SoldOutCache {
             moved: false,
             waiters: vec![tx],
             finished: false,
+            started: Instant::now(),
         }));
         state.readings.insert(sale.to_string(), reading.clone());
         drop(state);
-        let (shared, started) = (self.shared.clone(), reading.clone());
+        let (shared, started, watched) = (self.shared.clone(), reading.clone(), reading.clone());
         let spawned = std::thread::Builder::new()
             .name("seckill-tracking".into())
-            .spawn(move || start(&shared, &started));
+            .spawn(move || start(&shared, &started))
+            .and_then(|_| {
+                std::thread::Builder::new()
+                    .name("seckill-tracking-stall".into())
+                    .spawn(move || release_waiters_when_stalled(&watched))
+            });
         if spawned.is_err() {
             self.shared.fail(&reading);
         }
@@ -231,6 +250,16 @@ fn start(shared: &Arc<Shared>, reading: &Arc<Mutex<Reading>>) {
             shared.fail(reading); // and this one, if it was the first
             return;
         }
+    }
+}
+
+/// Sees to it that nobody waits for `reading` past STALLED_READING (its connections may be
+/// made to, or its answers awaited from, a frozen master).
+fn release_waiters_when_stalled(reading: &Arc<Mutex<Reading>>) {
+    let started = lock(reading).started;
+    std::thread::sleep(STALLED_READING.saturating_sub(started.elapsed()));
+    for waiter in lock(reading).waiters.drain(..) {
+        let _ = waiter.send(Outcome::Stalled);
     }
 }
 
