@@ -13,7 +13,7 @@ from typing import Any, Callable, Generator, Tuple, TypeVar, Union
 
 import redis
 
-from ._node import READ_ONLY, NodeCall, lost_node, nodes_of
+from ._node import CLUSTER_CLIENT_SLIPS, READ_ONLY, NodeCall, lost_node, slipped, nodes_of
 from .errors import translate
 
 T = TypeVar("T")
@@ -57,8 +57,8 @@ def call(client: Any, *args: Any) -> Any:
             return client.execute_command(*args)
         except redis.exceptions.ResponseError as error:
             raise translate(error) from error
-        except AttributeError as error:
-            if not isinstance(client, redis.RedisCluster):
+        except CLUSTER_CLIENT_SLIPS as error:
+            if not isinstance(client, redis.RedisCluster) or not slipped(error):
                 raise
             nodes_of(client).refresh_topology()
             if str(args[0]).upper() not in READ_ONLY or attempt == 3:

@@ -25,7 +25,10 @@ import redis
 from ._health import NodeHealth, NotSentError
 from .errors import translate
 
-__all__ = ["NodeCall", "NodeConnections", "READ_ONLY", "lost_node", "moves_topology", "nodes_of", "own_connection"]
+__all__ = [
+    "CLUSTER_CLIENT_SLIPS", "NodeCall", "NodeConnections", "READ_ONLY", "lost_node", "moves_topology", "nodes_of",
+    "own_connection", "slipped",
+]
 
 
 @dataclass(frozen=True)
@@ -47,11 +50,24 @@ READ_ONLY = frozenset(
 )
 
 
-def lost_node(error: AttributeError) -> redis.exceptions.ConnectionError:
-    """redis-py's cluster clients (8.2, asyncio) sometimes fail on a node they lost track of
-    while the topology changes: an AttributeError on None (an ASK to a node not in their
-    cache, a failure recorded for a connection never made). For the caller it is a lost
-    connection: the call may not have run, and a retry under its id is safe."""
+#: What redis-py's cluster clients raise when they lose track of a node or a connection (see
+#: ``lost_node``; ``slipped`` tells the ValueError apart).
+CLUSTER_CLIENT_SLIPS = (AttributeError, ValueError)
+
+
+def slipped(error: Exception) -> bool:
+    """Whether ``error``, caught as one of CLUSTER_CLIENT_SLIPS, is the cluster client's slip."""
+    return isinstance(error, AttributeError) or "closed file" in str(error)
+
+
+def lost_node(error: Exception) -> redis.exceptions.ConnectionError:
+    """redis-py's cluster clients sometimes fail on a node they lost track of while the
+    topology changes: an AttributeError on None (8.2, asyncio: an ASK to a node not in their
+    cache, a failure recorded for a connection never made), or a ValueError "I/O operation on
+    closed file" (5.x, sync, threads: one thread read from a connection another disconnected
+    when a master was killed; seen once in 4 runs of the SIGKILL availability test). For the
+    caller it is a lost connection: the call may or may not have run, and a retry under its
+    id is safe."""
     return redis.exceptions.ConnectionError(f"the cluster client lost track of a node: {error}")
 
 

@@ -19,7 +19,7 @@ import redis
 import redis.asyncio
 
 from .._effects import Acquire, Call, Effect, Operation, Release, Sleep
-from .._node import READ_ONLY, NodeCall, lost_node
+from .._node import CLUSTER_CLIENT_SLIPS, READ_ONLY, NodeCall, lost_node, slipped
 from .._tracking import MOVED, STALLED_READING_S
 from ._node import nodes_of
 from .._turns import AsyncBuyerTurns
@@ -42,8 +42,8 @@ async def _call(client: Any, *args: Any) -> Any:
             return await client.execute_command(*args)
         except redis.exceptions.ResponseError as error:
             raise translate(error) from error
-        except AttributeError as error:
-            if not isinstance(client, redis.asyncio.RedisCluster):
+        except CLUSTER_CLIENT_SLIPS as error:
+            if not isinstance(client, redis.asyncio.RedisCluster) or not slipped(error):
                 raise
             await nodes_of(client).refresh_topology()
             if str(args[0]).upper() not in READ_ONLY or attempt == 3:
