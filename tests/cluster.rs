@@ -9,6 +9,7 @@ use seckill_client::{
     ClientStats, ClusterSession, Error, FlashSale, PartitionedSale, RetryPolicy, Sale, SaleInfo,
     SaleSpec, TryReply, aio, partition_of,
 };
+use seckill_harness::buyers::master_port;
 use seckill_harness::{
     Server, cli_binary, cluster_node_id, command_calls, start_cluster, start_cluster_node,
     start_cluster_with_replicas, wait_until,
@@ -862,40 +863,9 @@ fn cli(args: &[&str]) {
     );
 }
 
-/// The master serving `key`, as `redis://host:port/`.
+/// The master serving `key`, as `redis://127.0.0.1:port/`.
 fn owner_of(nodes: &[String], key: &str) -> String {
-    let mut con = redis::Client::open(nodes[0].as_str())
-        .unwrap()
-        .get_connection()
-        .unwrap();
-    let slot: u16 = redis::cmd("CLUSTER")
-        .arg("KEYSLOT")
-        .arg(key)
-        .query(&mut con)
-        .unwrap();
-    let shards: Vec<redis::Value> = redis::cmd("CLUSTER").arg("SLOTS").query(&mut con).unwrap();
-    for shard in shards {
-        let (start, end, master): (u16, u16, (String, u16)) = match shard {
-            redis::Value::Array(items) if items.len() >= 3 => (
-                redis::from_redis_value(items[0].clone()).unwrap(),
-                redis::from_redis_value(items[1].clone()).unwrap(),
-                {
-                    let redis::Value::Array(node) = &items[2] else {
-                        panic!()
-                    };
-                    (
-                        redis::from_redis_value(node[0].clone()).unwrap(),
-                        redis::from_redis_value(node[1].clone()).unwrap(),
-                    )
-                },
-            ),
-            other => panic!("CLUSTER SLOTS: {other:?}"),
-        };
-        if (start..=end).contains(&slot) {
-            return format!("redis://{}:{}/", master.0, master.1);
-        }
-    }
-    panic!("slot {slot} of {key} has no owner");
+    format!("redis://127.0.0.1:{}/", master_port(&nodes[0], key))
 }
 
 /// A replica of the master at `master`.
