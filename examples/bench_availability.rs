@@ -7,7 +7,7 @@
 //! bench/results/availability.md.
 
 use seckill_client::{ClusterSession, FlashSale, PartitionedSale, SaleSpec};
-use seckill_harness::buyers::{Buyers, FLAVOURS, builder, master_port, users_off};
+use seckill_harness::buyers::{Buyers, FLAVOURS, UNFAILED, builder, master_port, users_off};
 use seckill_harness::{Server, start_cluster_with_replicas, wait_until};
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write as _};
@@ -143,7 +143,7 @@ fn python_window(
 }
 
 fn main() {
-    let nodes = start_cluster_with_replicas(3, 1, &[]);
+    let nodes = start_cluster_with_replicas(3, 1, &UNFAILED);
     let urls: Vec<String> = nodes.iter().map(Server::url).collect();
     let mut rows: Vec<(Phase, bool, Window, f64, f64)> = Vec::new();
     let mut serial = 0;

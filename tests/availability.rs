@@ -9,8 +9,10 @@ use seckill_client::{
     ClusterSession, Error, FlashSale, Lock, PartitionedSale, RetryPolicy, Sale, SaleSpec, Session,
     TryReply,
 };
-use seckill_harness::buyers::{Buyers, FLAVOURS, Record, builder, master_port, users_off};
-use seckill_harness::{Server, start_cluster_with_replicas, wait_until};
+use seckill_harness::buyers::{
+    Buyers, FLAVOURS, Record, UNFAILED, builder, master_port, users_off,
+};
+use seckill_harness::{Server, seen_healthy_master, start_cluster_with_replicas, wait_until};
 use std::time::{Duration, Instant};
 
 const PARTITIONS: u32 = 16;
@@ -87,7 +89,7 @@ fn one_master_killed_after_sell_out_costs_only_its_own_buyers() {
 }
 
 fn one_master_down_after_sell_out(signal: i32) {
-    let mut nodes = start_cluster_with_replicas(3, 1, &[]);
+    let mut nodes = start_cluster_with_replicas(3, 1, &UNFAILED);
     let urls = urls(&nodes);
     let sale = sold_out_sale(&urls, "avail:after");
     let victim_port = master_port(&urls[0], &sale.partition_keys()[0]);
@@ -115,6 +117,11 @@ fn one_master_down_after_sell_out(signal: i32) {
         },
         || {},
     );
+    let observer = nodes.iter().find(|n| n.port != victim_port).unwrap();
+    assert!(
+        seen_healthy_master(observer, victim_port),
+        "the window saw a failover"
+    );
     if signal == libc::SIGSTOP {
         nodes[victim].signal(libc::SIGCONT);
     } else {
@@ -128,7 +135,7 @@ fn one_master_down_after_sell_out(signal: i32) {
 /// exactly and every purchase told is owned.
 #[test]
 fn one_master_frozen_mid_sale_the_others_keep_selling_and_the_sale_ends_exact() {
-    let nodes = start_cluster_with_replicas(3, 1, &[]);
+    let nodes = start_cluster_with_replicas(3, 1, &UNFAILED);
     let urls = urls(&nodes);
     let stock = 40 * u64::from(PARTITIONS);
     let mut session = ClusterSession::cluster(|| builder(&urls)).unwrap();
@@ -155,10 +162,16 @@ fn one_master_frozen_mid_sale_the_others_keep_selling_and_the_sale_ends_exact() 
         flavours: &FLAVOURS,
         window: FAULT,
     };
+    let observer = nodes.iter().find(|n| n.port != victim_port).unwrap();
+    let unfailed = std::cell::Cell::new(false);
     let record = buyers.run(
         || victim.signal(libc::SIGSTOP),
-        || victim.signal(libc::SIGCONT),
+        || {
+            unfailed.set(seen_healthy_master(observer, victim_port));
+            victim.signal(libc::SIGCONT);
+        },
     );
+    assert!(unfailed.get(), "the window saw a failover");
     let told = check(&record, true);
     assert!(told > 0);
     // The frozen master's units are still there: sold once it is back, by anyone.

@@ -17,6 +17,13 @@ pub const ASYNC: &str = "async";
 pub const ASYNC_CACHE: &str = "async + cache";
 pub const FLAVOURS: [&str; 4] = [SYNC, SYNC_CACHE, ASYNC, ASYNC_CACHE];
 
+/// Server arguments for a cluster timed through a fault window: a failed master is marked FAIL
+/// only after 15 s, far past a window, so the window measures one master down *before* a
+/// failover. Once it is marked FAIL, every node refuses every key with CLUSTERDOWN until its
+/// replica is promoted (`cluster-require-full-coverage yes`, the default): about a second in
+/// which buyers of all partitions wait alike, the failover's cost (`make soak` measures it).
+pub const UNFAILED: [&str; 2] = ["--cluster-node-timeout", "15000"];
+
 /// The sync buyers' cluster settings, as docs/clients.md advises for availability: a response
 /// timeout bounds a read of a frozen master (the sync API cannot bound one call on its own;
 /// the async API bounds the borrow's reads itself), and no retries of redis-rs's own (each

@@ -473,12 +473,31 @@ pub fn start_cluster_with_replicas(masters: usize, replicas: usize, extra: &[&st
     nodes
 }
 
-/// One cluster-enabled server, not yet part of any cluster.
+/// One cluster-enabled server, not yet part of any cluster; a failed node is marked FAIL after
+/// 5 s unless `extra` gives its own `--cluster-node-timeout`.
 pub fn start_cluster_node(extra: &[&str]) -> Server {
     // Module arguments (`extra` may start with them) must follow the module path.
     let mut args = extra.to_vec();
-    args.extend(["--cluster-enabled", "yes", "--cluster-node-timeout", "5000"]);
+    args.extend(["--cluster-enabled", "yes"]);
+    if !extra.contains(&"--cluster-node-timeout") {
+        args.extend(["--cluster-node-timeout", "5000"]);
+    }
     Server::start_with(&args)
+}
+
+/// Whether `observer` sees the node on `port` as a master not even suspected failed (no
+/// `fail?` or `fail` flag in its `CLUSTER NODES` line).
+pub fn seen_healthy_master(observer: &Server, port: u16) -> bool {
+    let nodes: String = redis::cmd("CLUSTER")
+        .arg("NODES")
+        .query(&mut observer.con())
+        .expect("CLUSTER NODES");
+    let line = nodes
+        .lines()
+        .find(|line| line.contains(&format!(":{port}@")))
+        .unwrap_or_else(|| panic!("no node on port {port} in {nodes}"));
+    let flags: Vec<&str> = line.split(' ').nth(2).unwrap_or("").split(',').collect();
+    flags.contains(&"master") && !flags.contains(&"fail") && !flags.contains(&"fail?")
 }
 
 pub fn wait_cluster_ok(node: &Server) {
