@@ -10,10 +10,16 @@ use std::collections::VecDeque;
 /// Fencing tokens are replied as Redis integers.
 pub const MAX_FENCE: u64 = i64::MAX as u64;
 
-/// Bits of a clock fence below the milliseconds: room for 2^20 grants in one millisecond
-/// before the counter runs ahead of the clock, and milliseconds up to the year 2248 within 63
-/// bits.
-pub const CLOCK_SHIFT: u32 = 20;
+/// Bits of a clock fence below the milliseconds: room for 2^11 = 2048 grants of one key in one
+/// millisecond (more than a server runs commands) before the counter runs ahead of the clock,
+/// and clock fences below 2^53 for every millisecond below 2^42 (until May 2109): exact as an
+/// IEEE double, so JavaScript, Lua's `tonumber` and JSON read every fence as it was issued.
+/// (0.7 and earlier shifted by 20: about 1.9e18, rounded by all of them.)
+pub const CLOCK_SHIFT: u32 = 11;
+
+/// The first integer an IEEE double cannot hold exactly is 2^53 + 1: fences below this read
+/// the same in every client.
+pub const EXACT_IN_DOUBLES: u64 = 1 << 53;
 
 /// How a new fencing token is chosen.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -266,6 +272,24 @@ mod tests {
         assert_eq!(next_fence(MAX_FENCE, T, FenceMode::Clock), MAX_FENCE);
         assert!(next_fence(0, u64::MAX, FenceMode::Clock) <= MAX_FENCE);
         assert_eq!(next_fence(0, 0, FenceMode::Clock), 1);
+    }
+
+    #[test]
+    fn clock_fences_are_exact_in_doubles_until_2109_and_old_fences_keep_growing() {
+        const JANUARY_2100_MS: u64 = 4_102_444_800_000;
+        let fence = next_fence(0, JANUARY_2100_MS, FenceMode::Clock);
+        assert!(fence < EXACT_IN_DOUBLES);
+        assert_eq!(fence as f64 as u64, fence);
+        // The last millisecond below 2^42, and a full millisecond of grants after it.
+        let last_ms = (1 << 42) - 1;
+        let mut fence = next_fence(0, last_ms, FenceMode::Clock);
+        for _ in 0..(1 << CLOCK_SHIFT) - 1 {
+            fence = next_fence(fence, last_ms, FenceMode::Clock);
+        }
+        assert_eq!(fence, EXACT_IN_DOUBLES - 1);
+        // A fence 0.7 issued (shift 20) is far above the clock: it grows by one.
+        const T: u64 = 1_764_000_000_000;
+        assert_eq!(next_fence(T << 20, T, FenceMode::Clock), (T << 20) + 1);
     }
 
     #[test]
