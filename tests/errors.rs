@@ -3,7 +3,7 @@
 //! and after); random BUYERS cursors; COMMAND INFO flags against the table in docs/citizenship.md.
 
 use redis::Value;
-use seckill_harness::{Server, call, command, ok};
+use seckill_harness::{Server, call, command, error, ok};
 
 const MAX: &str = "9223372036854775807";
 const TWO_POW_63: &str = "9223372036854775808";
@@ -554,4 +554,53 @@ fn command_docs_describe_every_public_command() {
         .query(&mut con)
         .unwrap();
     assert_eq!(keys, ["s"]);
+}
+
+/// Every public command's `COMMAND INFO` arity is its real one (not -1), and Redis refuses one
+/// word too few (and, for a fixed arity, one too many) with its own error, before the module.
+#[test]
+fn command_info_carries_each_commands_real_arity() {
+    let server = Server::start();
+    let mut con = server.con();
+    let public: Vec<String> = module_commands(&mut con)
+        .into_iter()
+        .filter(|n| !n.contains("._"))
+        .collect();
+    assert!(!public.is_empty());
+    for name in &public {
+        let info: Vec<Value> = redis::cmd("COMMAND")
+            .arg("INFO")
+            .arg(name)
+            .query(&mut con)
+            .unwrap();
+        let Value::Array(entry) = &info[0] else {
+            panic!("{name}: {info:?}");
+        };
+        let arity: i64 = redis::from_redis_value(entry[1].clone()).unwrap();
+        assert!(arity.abs() >= 2, "{name}: arity {arity}");
+        let words = |n: i64| -> Vec<String> {
+            std::iter::once(name.clone())
+                .chain((1..n).map(|i| format!("a{i}")))
+                .collect()
+        };
+        let wrong = format!("ERR wrong number of arguments for '{name}' command");
+        let short = words(arity.abs() - 1);
+        let refs: Vec<&str> = short.iter().map(String::as_str).collect();
+        assert_eq!(
+            error(&mut con, &refs),
+            wrong,
+            "{name} with {} words",
+            refs.len()
+        );
+        if arity > 0 {
+            let long = words(arity + 1);
+            let refs: Vec<&str> = long.iter().map(String::as_str).collect();
+            assert_eq!(
+                error(&mut con, &refs),
+                wrong,
+                "{name} with {} words",
+                refs.len()
+            );
+        }
+    }
 }

@@ -88,5 +88,8 @@ fn fences_stay_exact_and_grow_across_debug_reload_and_promotion() {
         .query(&mut rcon)
         .unwrap();
     let promoted = acquire(&mut rcon, "lock:f", "c");
-    assert!(exact_and_larger(promoted, reloaded), "{reloaded} then {promoted}");
+    assert!(
+        exact_and_larger(promoted, reloaded),
+        "{reloaded} then {promoted}"
+    );
 }

@@ -168,6 +168,32 @@ pub fn raw_args(
     ptr
 }
 
+/// Redis's arity for a command taking `args`: the words it needs at least, its name included;
+/// negative when optional arguments may follow.
+pub fn arity(args: &[Arg]) -> c_int {
+    /// The words `args` need, and whether more may follow.
+    fn needed(args: &[Arg]) -> (c_int, bool) {
+        let mut words = 0;
+        let mut more = false;
+        for a in args {
+            if a.optional {
+                more = true;
+                continue;
+            }
+            let (inner, inner_more) = match a.kind {
+                Kind::Block => needed(a.subargs),
+                Kind::Token => (0, false),
+                _ => (1, false),
+            };
+            words += inner + c_int::from(a.token.is_some());
+            more |= inner_more;
+        }
+        (words, more)
+    }
+    let (words, more) = needed(args);
+    if more { -(words + 1) } else { words + 1 }
+}
+
 /// The key at argv[1], or the one after the keyword `keyword` (searched from argv[2]).
 fn key_spec(flags: u32, keyword: Option<&'static CStr>) -> raw::RedisModuleCommandKeySpec {
     // SAFETY: all-zero is a valid key spec (no notes, invalid search); every field used is set.
@@ -257,8 +283,8 @@ pub fn describe<'a>(
             since: doc.since.as_ptr(),
             history: null_mut(),
             tips: null(),
-            // Arity stays the commands' own check, with the built-ins' message.
-            arity: 0,
+            // Redis then refuses a wrong count itself, with its own message, before the handler.
+            arity: arity(doc.args),
             key_specs: specs.as_mut_ptr(),
             args,
         };
@@ -279,4 +305,33 @@ pub fn describe<'a>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arity_counts_required_words_and_goes_negative_with_options() {
+        assert_eq!(arity(&[KEY]), 2);
+        assert_eq!(arity(&[KEY, arg(c"user", Kind::Text)]), 3);
+        assert_eq!(
+            arity(&[
+                KEY,
+                arg(c"cursor", Kind::Integer),
+                option(c"COUNT", c"n", Kind::Integer)
+            ]),
+            -3
+        );
+        assert_eq!(arity(&[KEY, flag(c"REPLACE")]), -2);
+        // A required TOKEN value is two words; a required block counts what it needs.
+        assert_eq!(arity(&[KEY, tokened(c"WAIT", c"ms", Kind::Integer)]), 4);
+        const PAIR: [Arg; 2] = [arg(c"a", Kind::Integer), optional(arg(c"b", Kind::Integer))];
+        let block = Arg {
+            subargs: &PAIR,
+            ..tokened(c"RANGE", c"range", Kind::Block)
+        };
+        assert_eq!(arity(&[KEY, block]), -4);
+        assert_eq!(arity(&[KEY, optional(block)]), -2);
+    }
 }
