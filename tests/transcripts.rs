@@ -1,41 +1,11 @@
-//! Runs every `tests/transcripts/*.txt` through `redis-cli` (`REDIS_CLI`) against a fresh
-//! server and compares each reply with the transcript. A transcript is `> command` lines, each
-//! followed by the reply exactly as `redis-cli --no-raw` prints it; `#` lines are comments.
-//! A file named `*.resp3.txt` talks RESP3 (`redis-cli -3`).
+//! Runs every `tests/transcripts/*.txt` (read by `seckill_harness::transcript`) through
+//! `redis-cli` (`REDIS_CLI`) against a fresh server and compares each reply with the
+//! transcript. A file named `*.resp3.txt` talks RESP3 (`redis-cli -3`).
 
+use seckill_harness::transcript::{files, parse};
 use seckill_harness::{Server, cli_binary};
 use std::io::Write;
 use std::process::{Command, Stdio};
-
-struct Step {
-    line: usize,
-    command: String,
-    expected: Vec<String>,
-}
-
-fn parse(text: &str) -> Vec<Step> {
-    let mut steps: Vec<Step> = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        if let Some(command) = line.strip_prefix("> ") {
-            steps.push(Step {
-                line: n + 1,
-                command: command.to_string(),
-                expected: Vec::new(),
-            });
-        } else if line.starts_with('#')
-            || (line.is_empty() && steps.last().is_none_or(|s| !s.expected.is_empty()))
-        {
-            continue;
-        } else {
-            steps
-                .last_mut()
-                .expect("a reply line before any command")
-                .expected
-                .push(line.to_string());
-        }
-    }
-    steps
-}
 
 fn run_cli(port: u16, resp3: bool, command: &str) -> Vec<String> {
     let mut args = vec!["-p".to_string(), port.to_string(), "--no-raw".to_string()];
@@ -63,12 +33,7 @@ fn transcript_dir() -> std::path::PathBuf {
 
 #[test]
 fn every_transcript_replays_exactly() {
-    let mut files: Vec<_> = std::fs::read_dir(transcript_dir())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
-        .collect();
-    files.sort();
+    let files = files();
     assert!(files.len() >= 3, "transcripts found: {files:?}");
     let mut failures = Vec::new();
     let mut checked = 0;
@@ -124,12 +89,4 @@ fn readme_tour_is_the_tour_transcript() {
         tour_body.trim(),
         "README tour and tests/transcripts/tour.txt differ"
     );
-}
-
-#[test]
-fn parser_reads_commands_and_replies() {
-    let steps = parse("# c\n> PING\nPONG\n\n> X\n1) a\n2) b\n");
-    assert_eq!(steps.len(), 2);
-    assert_eq!(steps[0].expected, vec!["PONG"]);
-    assert_eq!(steps[1].expected, vec!["1) a", "2) b"]);
 }

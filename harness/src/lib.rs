@@ -4,6 +4,7 @@
 //! faults on top; `buyers` times a partitioned sale's buyers through a fault.
 
 pub mod buyers;
+pub mod transcript;
 
 use std::collections::HashMap;
 use std::net::TcpListener;

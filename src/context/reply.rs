@@ -1,8 +1,8 @@
-//! Replies: RESP2 or RESP3, named fields, arrays written piece by piece, integers.
+//! Replies: named fields (a RESP3 map that flattens to the RESP2 array), integers.
 
 use redis_module::{Context, ContextFlags, RedisValue, raw};
 
-pub fn is_resp3(ctx: &Context) -> bool {
+fn is_resp3(ctx: &Context) -> bool {
     ctx.get_flags().contains(ContextFlags::FLAGS_RESP3)
 }
 
@@ -25,11 +25,6 @@ pub fn fields_reply(ctx: &Context, fields: Vec<(&str, RedisValue)>) -> RedisValu
         ctx.reply(Ok(value));
     }
     RedisValue::NoReply
-}
-
-/// Starts an array reply of `len` elements, each written by a later reply.
-pub fn start_array(ctx: &Context, len: usize) {
-    raw::reply_with_array(ctx.ctx, len as std::os::raw::c_long);
 }
 
 /// An integer reply of a count or amount that fits Redis' signed integers.

@@ -7,7 +7,7 @@ use crate::commands::{Args, Command};
 use crate::context::clock::now_ms;
 use crate::context::command_info::{Access, Doc, Kind, arg, option};
 use crate::context::keyspace::readable_value;
-use crate::context::reply::{fields_reply, integer, is_resp3, start_array};
+use crate::context::reply::{fields_reply, integer};
 use crate::logic::sale::{BuyerRow, Sale};
 use crate::types::sale::{SALE_TYPE, SaleValue};
 use redis_module::{Context, RedisError, RedisResult, RedisString, RedisValue};
@@ -157,34 +157,26 @@ pub const BUYERS: Command = Command {
     }),
 };
 
-/// SECKILL.BUYERS key cursor [COUNT n]: under RESP2 the rows are one flat
-/// `[user, qty, state, ...]` array, under RESP3 one map per row.
+/// SECKILL.BUYERS key cursor [COUNT n]: the next cursor, then one flat `[user, qty, state,
+/// ...]` array, under RESP2 and RESP3 alike (module 0.7 and earlier answered RESP3 with one
+/// map per buyer, which clients that flatten maps turned into another shape).
 pub fn buyers(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
     let (cursor, count) = args::buyers(rest)?;
-    let resp3 = is_resp3(ctx);
     read_sale(ctx, key_name, |sale, now| {
         let (next, page) = sale.scan(cursor, count, now)?;
-        let row = |(user, qty, state): BuyerRow| {
-            [
-                ("user", RedisValue::StringBuffer(user.to_vec())),
-                ("qty", integer(qty)),
-                ("state", RedisValue::BulkString(state.name().to_string())),
-            ]
-        };
-        let next = RedisValue::BulkString(next.to_string());
-        if !resp3 {
-            let items = page
-                .into_iter()
-                .flat_map(|r| row(r).map(|(_, value)| value))
-                .collect();
-            return Ok(RedisValue::Array(vec![next, RedisValue::Array(items)]));
-        }
-        start_array(ctx, 2);
-        ctx.reply(Ok(next));
-        start_array(ctx, page.len());
-        for r in page {
-            fields_reply(ctx, row(r).into());
-        }
-        Ok(RedisValue::NoReply)
+        let items = page
+            .into_iter()
+            .flat_map(|(user, qty, state): BuyerRow| {
+                [
+                    RedisValue::StringBuffer(user.to_vec()),
+                    integer(qty),
+                    RedisValue::BulkString(state.name().to_string()),
+                ]
+            })
+            .collect();
+        Ok(RedisValue::Array(vec![
+            RedisValue::BulkString(next.to_string()),
+            RedisValue::Array(items),
+        ]))
     })?
 }

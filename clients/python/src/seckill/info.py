@@ -28,7 +28,7 @@ def fields_of(reply: Any) -> Dict[str, Any]:
 
 
 def buyer_rows(rows: Any) -> Iterator[Tuple[Any, Any, Any]]:
-    """(user, qty, state) from BUYERS' flat RESP2 rows or its RESP3 maps."""
+    """(user, qty, state) from BUYERS' flat rows, or the RESP3 maps of module 0.7 and earlier."""
     if rows and isinstance(rows[0], dict):
         for row in rows:
             row = {as_text(k): v for k, v in row.items()}
