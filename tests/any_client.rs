@@ -1,0 +1,159 @@
+//! docs/any-client.md's recipes, run as written: Node.js (ioredis and node-redis, pinned by
+//! `examples/node/package-lock.json`), Go (redigo, from Debian's packages) and plain redis-py,
+//! each against a single server and a 3-master cluster; the fences through ioredis and the
+//! pitfalls shown with real faults (`examples/node/hazards.mjs`). `make recipes` runs them
+//! (once per CI run, with the client matrix, not once per server): they are `#[ignore]`d in a
+//! plain `cargo test`. The docs' code blocks are the files (checked in every `cargo test`).
+
+use seckill_harness::{Server, start_cluster};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs `program args` in `dir`; panics with its output unless it succeeds; prints its stdout.
+fn run(dir: &Path, program: &str, args: &[&str], envs: &[(&str, &str)]) {
+    let out = Command::new(program)
+        .args(args)
+        .envs(envs.iter().copied())
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{program} {args:?}: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    print!("{stdout}");
+}
+
+fn found(program: &str) -> bool {
+    Command::new(program).arg("--version").output().is_ok()
+        || Command::new(program).arg("version").output().is_ok()
+}
+
+/// The Python with redis-py: make venv's, else the system's.
+fn python() -> PathBuf {
+    let venv = root().join(".venv/bin/python");
+    if venv.exists() {
+        venv
+    } else {
+        "python3".into()
+    }
+}
+
+const GOPATH: &str = "/usr/share/gocode";
+
+/// MOVED replies sent by the nodes of `cluster` so far (INFO errorstats).
+fn moved(cluster: &[Server]) -> i64 {
+    cluster
+        .iter()
+        .map(|node| {
+            let stats: String = redis::cmd("INFO")
+                .arg("errorstats")
+                .query(&mut node.con())
+                .unwrap();
+            stats
+                .lines()
+                .find_map(|l| l.strip_prefix("errorstat_MOVED:count="))
+                .map_or(0, |n| n.trim().parse().unwrap())
+        })
+        .sum()
+}
+
+#[test]
+#[ignore = "make recipes runs it: Node.js, Go and redis-py, once per CI run"]
+fn the_recipes_run_against_a_server_and_a_cluster() {
+    let node_dir = root().join("examples/node");
+    assert!(
+        node_dir.join("node_modules/ioredis").exists(),
+        "examples/node has no node_modules: make recipes runs npm ci there"
+    );
+    let server = Server::start();
+    let cluster = start_cluster(3, &[]);
+    let single = server.port.to_string();
+    let entry = cluster[0].port.to_string();
+    let targets = [(single.as_str(), None), (entry.as_str(), Some("cluster"))];
+    let python = python();
+    let go = found("go")
+        && Path::new(GOPATH)
+            .join("src/github.com/gomodule/redigo")
+            .exists();
+    for (port, mode) in targets {
+        let args = |first: &[&'static str]| -> Vec<&str> {
+            first.iter().copied().chain([port]).chain(mode).collect()
+        };
+        // MOVED replies the cluster sent during one recipe: a client that finds the key sends
+        // none.
+        let redirected = |recipe: &dyn Fn()| -> i64 {
+            let before = moved(&cluster);
+            recipe();
+            moved(&cluster) - before
+        };
+        let ioredis = redirected(&|| run(&node_dir, "node", &args(&["ioredis.mjs"]), &[]));
+        let node_redis = redirected(&|| run(&node_dir, "node", &args(&["node_redis.mjs"]), &[]));
+        let redis_py = redirected(&|| {
+            run(
+                &root().join("examples/python"),
+                python.to_str().unwrap(),
+                &args(&["any_client.py"]),
+                &[],
+            )
+        });
+        if mode.is_some() {
+            println!(
+                "MOVED replies: ioredis {ioredis}, node-redis {node_redis}, redis-py {redis_py}"
+            );
+            assert_eq!(
+                (node_redis, redis_py),
+                (0, 0),
+                "clients given the key route it"
+            );
+        }
+        if go {
+            run(
+                &root().join("examples/go"),
+                "go",
+                &args(&["run", "redigo.go"]),
+                &[("GO111MODULE", "off"), ("GOPATH", GOPATH)],
+            );
+        }
+    }
+    if !go {
+        println!(
+            "Go recipe SKIPPED: no go or redigo here (apt-get install golang-go golang-github-gomodule-redigo-dev)"
+        );
+    }
+    run(&node_dir, "node", &["fences.mjs", &single], &[]);
+    run(&node_dir, "node", &["hazards.mjs", &single], &[]);
+}
+
+/// Each `<!-- example: PATH -->` in docs/any-client.md is followed by a code block that is the
+/// file at PATH, as the recipes test runs it.
+#[test]
+fn the_docs_show_the_recipes_as_they_run() {
+    let doc = std::fs::read_to_string(root().join("docs/any-client.md")).unwrap();
+    let mut shown = 0;
+    for part in doc.split("<!-- example: ").skip(1) {
+        let (path, rest) = part.split_once(" -->").unwrap();
+        let block: String = rest
+            .lines()
+            .skip_while(|l| !l.starts_with("```"))
+            .skip(1)
+            .take_while(|l| !l.starts_with("```"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let file =
+            std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert_eq!(
+            block, file,
+            "docs/any-client.md's block for {path} differs from the file"
+        );
+        shown += 1;
+    }
+    assert!(shown >= 4, "examples shown: {shown}");
+}
