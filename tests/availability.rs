@@ -18,18 +18,20 @@ use std::time::{Duration, Instant};
 const PARTITIONS: u32 = 16;
 /// How long the fault lasts while the buyers are timed.
 const FAULT: Duration = Duration::from_secs(5);
-/// What no buyer of a healthy partition may wait: far below the fault (a buyer who waits for
-/// the failed master waits seconds), far above a healthy call on a loaded machine. The share
-/// answered within 100 ms is measured by `make bench` ("Availability under a fault").
-const BOUND: Duration = Duration::from_secs(1);
+/// What 99 % of the buyers of a healthy partition are answered within, and what none may wait:
+/// far below the fault (before, every such buyer waited 3 to 10 s, the failed master's reads),
+/// above a healthy call on a loaded 2-core machine running 6 servers and every flavour at once.
+/// The share answered within 100 ms is measured by `make bench` ("Availability under a fault").
+const P99_BOUND: Duration = Duration::from_millis(500);
+const BOUND: Duration = Duration::from_millis(2_500);
 const SEAL_MS: u64 = 200;
 
 fn urls(nodes: &[Server]) -> Vec<String> {
     nodes.iter().map(Server::url).collect()
 }
 
-/// Prints each flavour's figures and checks them: every flavour made calls, each within
-/// BOUND, each refused as sold out (with `bought`, also over LIMIT or bought); replies how
+/// Prints each flavour's figures and checks them: every flavour made calls, 99 % within
+/// P99_BOUND and all within BOUND, each refused as sold out (with `bought`, also over LIMIT or bought); replies how
 /// many were told they bought.
 fn check(record: &Record, bought: bool) -> usize {
     for flavour in FLAVOURS {
@@ -37,6 +39,7 @@ fn check(record: &Record, bought: bool) -> usize {
             .figures(flavour)
             .unwrap_or_else(|| panic!("{flavour} made no call"));
         println!("{flavour}: {figures}");
+        assert!(figures.p99 < P99_BOUND, "{flavour}: {figures}");
         assert!(figures.max < BOUND, "{flavour}: {figures}");
     }
     let mut told = 0;
