@@ -12,7 +12,7 @@ export REDIS_SERVER REDIS_CLI
 
 
 .PHONY: venv-redis5
-.PHONY: all deps build run cluster cluster-stop bench-scale test recipes test-valkey test-valkey9 test-redis8 test-servers test-pypi unit demo bench soak fmt lint clean venv examples
+.PHONY: all deps build run cluster cluster-stop bench-scale test recipes faults faults-test test-valkey test-valkey9 test-redis8 test-servers test-pypi unit demo bench soak fmt lint clean venv examples
 
 all: build
 
@@ -82,7 +82,7 @@ test: build venv examples
 	  $(MAKE) --no-print-directory venv-redis5 && \
 	  echo "redis-py $$($(VENV_REDIS5)/bin/python -c 'import redis; print(redis.__version__)') under RESP2:" && \
 	  SECKILL_RESP=2 $(VENV_REDIS5)/bin/python -m pytest -q clients/python/tests && \
-	  $(MAKE) --no-print-directory recipes; \
+	  $(MAKE) --no-print-directory recipes faults-test; \
 	fi
 
 # docs/any-client.md's recipes (Node.js: ioredis and node-redis pinned by package-lock.json;
@@ -137,6 +137,20 @@ bench: build venv examples
 soak: build venv
 	SECKILL_SOAK=1 cargo test --release --test reliability --test history -- --test-threads 1 --nocapture
 	SECKILL_SOAK=1 SECKILL_RESP=3 $(VENV)/bin/python -m pytest -q -s clients/python/tests/test_availability.py -k default_node_timeout
+	FAULTS_PLANTS=1 PYTHONPATH=tools $(VENV)/bin/python -m pytest -q -s -p no:cacheprovider tools/faults/test_faults.py
+	$(MAKE) --no-print-directory faults FAULTS_S=1200
+
+# docs/faults.md: the whole system under a seeded schedule of partitions (root and nft),
+# kills and pauses; history, checker, report and timeline in faults-out/. FAULTS_S=seconds,
+# FAULTS_SEED=n replays a schedule.
+FAULTS_S ?= 120
+faults: build venv
+	PYTHONPATH=tools $(VENV)/bin/python -m faults --seconds $(FAULTS_S) $(if $(FAULTS_SEED),--seed $(FAULTS_SEED))
+
+# The checker on synthetic runs, a smoke run (one partition, one pause, one kill; under a
+# minute) and Ctrl-C cleaning up: in make test, once per CI run.
+faults-test: build venv
+	PYTHONPATH=tools $(VENV)/bin/python -m pytest -q -p no:cacheprovider tools/faults/test_faults.py
 
 unit:
 	cargo test --release --lib
@@ -148,6 +162,7 @@ lint: venv
 	cargo fmt --all --check
 	cargo clippy --release --workspace --all-targets -- -D warnings
 	$(VENV)/bin/python -m mypy --strict clients/python/src/seckill
+	PYTHONPATH=tools $(VENV)/bin/python -m mypy --strict tools/faults
 
 clean:
 	cargo clean

@@ -1,0 +1,150 @@
+"""``make faults``: python -m faults [--seconds S] [--seed N] [--smoke] [--plant P,...]
+
+Starts the cluster (3 masters + 3 replicas, each node on its own loopback address), creates a
+partitioned sale, starts three client processes (each on its own address: a partition puts
+one of them on the minority side), runs the nemesis, heals, waits for the cluster to converge,
+reads the final state, checks the history and writes the report to ``--out`` (default
+``faults-out/``, ignored by git). Exits 0 when the run is valid, 1 when the checker found an
+error. Every node, nftables table and process it made is gone at the end, after Ctrl-C too."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from typing import Dict, List, Optional
+
+import redis
+
+import seckill
+from seckill import SaleSpec
+
+from . import net, report
+from .checker import FinalState, check
+from .cluster import Cluster, die_with_parent
+from .history import Fault, Op, read, write
+from .nemesis import SMOKE, Nemesis, schedule
+from .store import FencedStore
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MODULE = os.path.join(ROOT, "target", "release", "libseckill.so")
+CLIENTS = ["127.0.0.21", "127.0.0.22", "127.0.0.23"]
+SALE, LOCK = "faults:sale", "{faults}:lock"
+PARTITIONS, LIMIT = 16, 2
+#: Units per second of the run: about a third of what the buyers try, so that the sale sells
+#: out in the middle of the run and both halves are seen under faults.
+STOCK_PER_S = 300
+PLANTS = ["no-ids", "unfenced-store", "counter-fences"]
+
+
+def _stop_on_sigterm() -> None:
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+
+
+def final_state(cluster: Cluster, store_path: str) -> FinalState:
+    entry = cluster.entry()
+    client = redis.RedisCluster(host=entry.address, port=entry.port)
+    try:
+        sale = seckill.PartitionedSale.open(client, SALE)
+        info = sale.info()
+        owned: Dict[str, int] = {}
+        for buyer in sale.buyers():
+            owned[buyer.user.decode()] = owned.get(buyer.user.decode(), 0) + buyer.qty
+        return FinalState(info.stock, info.restocked, info.remaining, info.held, info.sold, info.in_flight,
+                          LIMIT, owned, FencedStore(store_path).accepted())
+    finally:
+        client.close()
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=120.0)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--smoke", action="store_true", help="one partition, one short pause, one kill")
+    parser.add_argument("--plant", default="", help=f"comma-separated planted bugs: {', '.join(PLANTS)}")
+    parser.add_argument("--node-timeout-ms", type=int, default=1_000)
+    parser.add_argument("--out", default=os.path.join(ROOT, "faults-out"))
+    options = parser.parse_args(argv)
+    plants = [p for p in options.plant.split(",") if p]
+    assert all(p in PLANTS for p in plants), f"plants: {PLANTS}"
+    seed = options.seed if options.seed is not None else int.from_bytes(os.urandom(4), "big")
+    print(f"faults: seed {seed} (replay with --seed {seed})", flush=True)
+    _stop_on_sigterm()
+    shutil.rmtree(options.out, ignore_errors=True)
+    os.makedirs(options.out)
+    network: Optional[net.Network] = None
+    if net.available():
+        net.remove_stale()
+        network = net.Network()
+    else:
+        print("faults: no network partitions (they need root and nft); the other faults run", flush=True)
+    cluster: Optional[Cluster] = None
+    workers: List[subprocess.Popen[bytes]] = []
+    try:
+        module_args = ["fences", "counter"] if "counter-fences" in plants else []
+        cluster = Cluster(os.path.join(options.out, "nodes"), MODULE, options.node_timeout_ms, module_args)
+        entry = cluster.entry()
+        steps = schedule(seed, options.seconds, options.node_timeout_ms / 1000, SMOKE if options.smoke else None)
+        seconds = sum(s.quiet_s for s in steps) + 6 * len(steps) * options.node_timeout_ms / 1000 + 3 \
+            if options.smoke else options.seconds
+        setup = redis.RedisCluster(host=entry.address, port=entry.port)
+        spec = SaleSpec(stock=int(seconds * STOCK_PER_S), partitions=PARTITIONS, limit=LIMIT)
+        seckill.PartitionedSale.create(setup, SALE, spec)
+        setup.close()
+        store_path = os.path.join(options.out, "store.sqlite")
+        FencedStore(store_path)
+        t0 = time.time()
+        stop_at = t0 + seconds
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "tools") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        for n, address in enumerate(CLIENTS):
+            out = open(os.path.join(options.out, f"history-{n}.jsonl"), "w")
+            workers.append(subprocess.Popen(
+                [sys.executable, "-m", "faults.workload", "--name", f"c{n}", "--source", address,
+                 "--entry", cluster.nodes[n].name, "--sale", SALE, "--lock", LOCK, "--store", store_path,
+                 "--seconds", str(seconds), "--seed", str(seed + n), "--plant", options.plant,
+                 *(["--cache"] if n == 0 else [])], stdout=out, env=env, preexec_fn=die_with_parent))
+        faults: List[Fault] = []
+        nemesis = Nemesis(cluster, network, CLIENTS, LOCK, seed, faults.append)
+        nemesis.run(steps, stop_at)
+        for worker in workers:
+            worker.wait(timeout=max(stop_at - time.time(), 0) + 60)
+        if network is not None:
+            network.heal()
+        cluster.wait_converged()
+        final = final_state(cluster, store_path)
+        ops: List[Op] = []
+        for n in range(len(CLIENTS)):
+            with open(os.path.join(options.out, f"history-{n}.jsonl")) as f:
+                ops += list(read(f))
+        ops.sort(key=lambda op: op.start)
+        with open(os.path.join(options.out, "history.jsonl"), "w") as f:
+            for record in [*faults, *ops]:
+                write(f, record)
+        verdict = check(ops, faults, final)
+        report.write(options.out, seed, time.time() - t0, plants, faults, ops, verdict, t0)
+        print(f"faults: {len(ops)} operations, {len(faults)} faults, "
+              f"{'VALID' if verdict.valid else 'INVALID'}; report in {options.out}/report.md", flush=True)
+        for error in verdict.errors[:10]:
+            print(f"  {error}", flush=True)
+        return 0 if verdict.valid else 1
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+        if network is not None:
+            network.remove()
+        if cluster is not None:
+            cluster.stop()
+        shutil.rmtree(os.path.join(options.out, "nodes"), ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

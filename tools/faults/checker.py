@@ -1,0 +1,145 @@
+"""Judges one run: the history, the faults, and the final state read from the servers once
+every fault was healed. Pure: no Redis here (``test_checker.py`` feeds it synthetic runs).
+
+Errors (a run with any is red):
+- oversell: ``sold + held > stock + restocked``, or the units not conserved
+  (``remaining + held + sold + in_flight != stock + restocked``);
+- over LIMIT: a user owning more than the sale's LIMIT;
+- double purchase: a user owning more units than its purchases that were ``ok`` or ``info``
+  (each user buys once: a second unit is a purchase applied twice, or one told ``fail``);
+- lost replicated purchase: ``try_buy_acked`` answered with a replica's acknowledgement and
+  not owned at the end;
+- fences: the store accepted writes out of fence order, or two holders' accepted writes
+  interleaved, or one fence granted to two holders.
+
+Reported, not judged: purchases acknowledged without a replica and lost (the window Redis
+admits), with when; ``info`` purchases owned or not; availability per phase."""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+from .history import FAIL, INFO, OK, Fault, Op
+
+
+@dataclass
+class FinalState:
+    stock: int
+    restocked: int
+    remaining: int
+    held: int
+    sold: int
+    in_flight: int
+    limit: int
+    owned: Dict[str, int]
+    #: The store's accepted writes in the order it applied them: (fence, holder, at).
+    writes: List[Tuple[int, str, float]]
+
+
+@dataclass
+class Verdict:
+    errors: List[str] = field(default_factory=list)
+    lost_unreplicated: List[Tuple[float, str]] = field(default_factory=list)
+    info_owned: int = 0
+    info_not_owned: int = 0
+    phases: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def valid(self) -> bool:
+        return not self.errors
+
+
+def _purchases(ops: List[Op]) -> Dict[str, List[Op]]:
+    by_user: Dict[str, List[Op]] = defaultdict(list)
+    for op in ops:
+        if op.f in ("buy", "buy_acked"):
+            by_user[op.args["user"]].append(op)
+    return by_user
+
+
+def _replicated(op: Op) -> bool:
+    return op.f == "buy_acked" and op.type == OK and isinstance(op.value, list) and op.value[1] >= 1
+
+
+def check_sale(ops: List[Op], final: FinalState, verdict: Verdict) -> None:
+    if final.sold + final.held > final.stock + final.restocked:
+        verdict.errors.append(f"oversell: sold {final.sold} + held {final.held} > stock {final.stock}"
+                              f" + restocked {final.restocked}")
+    if final.remaining + final.held + final.sold + final.in_flight != final.stock + final.restocked:
+        verdict.errors.append("units not conserved: remaining + held + sold + in flight = "
+                              f"{final.remaining + final.held + final.sold + final.in_flight}, "
+                              f"stock + restocked = {final.stock + final.restocked}")
+    for user, qty in final.owned.items():
+        if qty > final.limit:
+            verdict.errors.append(f"over LIMIT: {user} owns {qty} (LIMIT {final.limit})")
+    for user, purchases in _purchases(ops).items():
+        owned = final.owned.get(user, 0)
+        possible = sum(1 for op in purchases if op.type in (OK, INFO))
+        if owned > possible:
+            verdict.errors.append(f"double purchase: {user} owns {owned}, "
+                                  f"{possible} purchase(s) may have applied")
+        told = sum(1 for op in purchases if op.type == OK)
+        if any(_replicated(op) for op in purchases) and owned < told:
+            verdict.errors.append(f"lost replicated purchase: {user} (acknowledged by a replica) owns {owned}")
+        elif owned < told:
+            verdict.lost_unreplicated += [(op.end, user) for op in purchases if op.type == OK]
+        for op in purchases:
+            if op.type == INFO:
+                if owned:
+                    verdict.info_owned += 1
+                else:
+                    verdict.info_not_owned += 1
+
+
+def check_locks(ops: List[Op], final: FinalState, verdict: Verdict) -> None:
+    last: Optional[Tuple[int, str, float]] = None
+    for write in final.writes:
+        if last is not None:
+            if write[0] < last[0]:
+                verdict.errors.append(f"store accepted fence {write[0]} ({write[1]}) after {last[0]} ({last[1]})")
+            elif write[0] == last[0] and write[1] != last[1]:
+                verdict.errors.append(f"fence {write[0]} written by two holders: {last[1]} and {write[1]}")
+        last = write
+    holders: Dict[int, str] = {}
+    for op in ops:
+        if op.f == "lock" and op.type == OK:
+            fence = op.value["fence"]
+            if holders.setdefault(fence, op.process) != op.process:
+                verdict.errors.append(f"fence {fence} granted twice: to {holders[fence]} and {op.process}")
+
+
+def _phase(at: float, faults: List[Fault]) -> str:
+    for fault in faults:
+        if fault.start <= at <= fault.end:
+            return "fault"
+        if fault.end < at <= fault.end + 10:
+            return "healing"
+    return "healthy"
+
+
+def availability(ops: List[Op], faults: List[Fault], verdict: Verdict) -> None:
+    """Per phase: the share of purchases answered ok or fail (a definite answer), and latency."""
+    by_phase: Dict[str, List[Op]] = defaultdict(list)
+    for op in ops:
+        if op.f in ("buy", "buy_acked"):
+            by_phase[_phase(op.start, faults)].append(op)
+    for phase, phase_ops in sorted(by_phase.items()):
+        latencies = sorted(op.end - op.start for op in phase_ops)
+        verdict.phases[phase] = {
+            "operations": len(phase_ops),
+            "definite": sum(1 for op in phase_ops if op.type != INFO) / len(phase_ops),
+            "bought": sum(1 for op in phase_ops if op.type == OK),
+            "p50_ms": statistics.median(latencies) * 1000,
+            "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000,
+        }
+
+
+def check(ops: List[Op], faults: List[Fault], final: FinalState) -> Verdict:
+    verdict = Verdict()
+    check_sale(ops, final, verdict)
+    check_locks(ops, final, verdict)
+    availability(ops, faults, verdict)
+    return verdict
