@@ -5,6 +5,7 @@
 //! (once per CI run, with the client matrix, not once per server): they are `#[ignore]`d in a
 //! plain `cargo test`. The docs' code blocks are the files (checked in every `cargo test`).
 
+use seckill_harness::transcript::first_code_block;
 use seckill_harness::{Server, start_cluster};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -140,13 +141,7 @@ fn the_docs_show_the_recipes_as_they_run() {
     let mut shown = 0;
     for part in doc.split("<!-- example: ").skip(1) {
         let (path, rest) = part.split_once(" -->").unwrap();
-        let block: String = rest
-            .lines()
-            .skip_while(|l| !l.starts_with("```"))
-            .skip(1)
-            .take_while(|l| !l.starts_with("```"))
-            .map(|l| format!("{l}\n"))
-            .collect();
+        let block = first_code_block(rest);
         let file =
             std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
         assert_eq!(

@@ -465,6 +465,19 @@ fn documented_flags() -> Vec<(String, Vec<String>)> {
         .collect()
 }
 
+/// `COMMAND INFO name`'s one entry: name, arity, flags, ...
+fn command_info(con: &mut redis::Connection, name: &str) -> Vec<Value> {
+    let info: Vec<Value> = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg(name)
+        .query(con)
+        .unwrap();
+    match info.into_iter().next() {
+        Some(Value::Array(entry)) => entry,
+        other => panic!("{name}: {other:?}"),
+    }
+}
+
 /// The commands the module registered, as `COMMAND LIST` names them.
 fn module_commands(con: &mut redis::Connection) -> Vec<String> {
     redis::cmd("COMMAND")
@@ -492,14 +505,7 @@ fn command_info_flags_match_the_documented_table() {
         "every command in the table, and only those"
     );
     for (name, flags) in &table {
-        let info: Vec<Value> = redis::cmd("COMMAND")
-            .arg("INFO")
-            .arg(name)
-            .query(&mut con)
-            .unwrap();
-        let Value::Array(entry) = &info[0] else {
-            panic!("{name}: {info:?}");
-        };
+        let entry = command_info(&mut con, name);
         let mut got: Vec<String> = redis::from_redis_value(entry[2].clone()).unwrap();
         got.retain(|f| f != "module");
         let mut want = flags.clone();
@@ -568,14 +574,7 @@ fn command_info_carries_each_commands_real_arity() {
         .collect();
     assert!(!public.is_empty());
     for name in &public {
-        let info: Vec<Value> = redis::cmd("COMMAND")
-            .arg("INFO")
-            .arg(name)
-            .query(&mut con)
-            .unwrap();
-        let Value::Array(entry) = &info[0] else {
-            panic!("{name}: {info:?}");
-        };
+        let entry = command_info(&mut con, name);
         let arity: i64 = redis::from_redis_value(entry[1].clone()).unwrap();
         assert!(arity.abs() >= 2, "{name}: arity {arity}");
         let words = |n: i64| -> Vec<String> {

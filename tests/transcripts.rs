@@ -2,7 +2,7 @@
 //! `redis-cli` (`REDIS_CLI`) against a fresh server and compares each reply with the
 //! transcript. A file named `*.resp3.txt` talks RESP3 (`redis-cli -3`).
 
-use seckill_harness::transcript::{files, parse};
+use seckill_harness::transcript::{files, first_code_block, parse};
 use seckill_harness::{Server, cli_binary};
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -72,13 +72,7 @@ fn readme_tour_is_the_tour_transcript() {
         .expect("tour start marker");
     let end = readme.find("<!-- tour:end -->").expect("tour end marker");
     let block = &readme[start..end];
-    let body: String = block
-        .lines()
-        .skip_while(|l| !l.starts_with("```"))
-        .skip(1)
-        .take_while(|l| !l.starts_with("```"))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let body = first_code_block(block);
     let tour_body: String = tour
         .lines()
         .filter(|l| !l.starts_with('#'))

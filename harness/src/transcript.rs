@@ -71,6 +71,17 @@ pub fn words(command: &str) -> Vec<Vec<u8>> {
     }
 }
 
+/// The body of the first fenced code block in `text` (a README or docs page), each line
+/// ending with a newline.
+pub fn first_code_block(text: &str) -> String {
+    text.lines()
+        .skip_while(|l| !l.starts_with("```"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("```"))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
 /// Every transcript file, sorted.
 pub fn files() -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/transcripts");
@@ -93,6 +104,15 @@ mod tests {
         assert_eq!(steps.len(), 2);
         assert_eq!(steps[0].expected, vec!["PONG"]);
         assert_eq!(steps[1].expected, vec!["1) a", "2) b"]);
+    }
+
+    #[test]
+    fn first_code_block_is_the_fenced_body() {
+        assert_eq!(
+            first_code_block("x\n```js\na\nb\n```\n```\nc\n```\n"),
+            "a\nb\n"
+        );
+        assert_eq!(first_code_block("no block"), "");
     }
 
     #[test]
