@@ -40,6 +40,15 @@ pub fn aof_chunk_bytes() -> usize {
     AOF_CHUNK_BYTES.load(Ordering::Relaxed).max(1) as usize
 }
 
+/// `seckill.max-user-bytes`: the longest user id SECKILL.TRY takes from a client (each
+/// buyer's id is kept for the whole sale, in memory and in every RDB and AOF).
+pub static MAX_USER_BYTES: AtomicI64 = AtomicI64::new(DEFAULT_MAX_USER_BYTES);
+pub const DEFAULT_MAX_USER_BYTES: i64 = 512;
+
+pub fn max_user_bytes() -> u64 {
+    MAX_USER_BYTES.load(Ordering::Relaxed).max(1) as u64
+}
+
 /// `seckill.events-maxlen`: the MAXLEN a sale's EVENTS stream gets when INIT names none
 /// (0: the stream is not trimmed).
 pub static EVENTS_MAXLEN: AtomicI64 = AtomicI64::new(0);

@@ -117,6 +117,7 @@ redis_module! {
         i64: [
             ["aof-chunk-bytes", &config::AOF_CHUNK_BYTES, config::DEFAULT_AOF_CHUNK_BYTES, 1024, 1 << 28, redis_module::configuration::ConfigurationFlags::DEFAULT, None],
             ["events-maxlen", &config::EVENTS_MAXLEN, 0, 0, i64::MAX, redis_module::configuration::ConfigurationFlags::DEFAULT, None],
+            ["max-user-bytes", &config::MAX_USER_BYTES, config::DEFAULT_MAX_USER_BYTES, 1, 1 << 20, redis_module::configuration::ConfigurationFlags::DEFAULT, None],
         ],
         string: [],
         bool: [],

@@ -603,3 +603,49 @@ fn command_info_carries_each_commands_real_arity() {
         }
     }
 }
+
+/// `seckill.max-user-bytes` (512 by default): a longer user id in TRY is an error and nothing
+/// is stored; the cap is a config; a replica with a smaller cap still holds what its master
+/// sold (copies of a TRY are not checked again).
+#[test]
+fn a_user_id_past_max_user_bytes_is_refused_and_nothing_is_stored() {
+    let master = Server::start();
+    let replica = Server::start();
+    seckill_harness::replicate(&replica, &master);
+    let mut con = master.con();
+    ok(&mut con, &["SECKILL.INIT", "s", "5", "LIMIT", "2"]);
+    let long = "u".repeat(513);
+    let before = seckill_harness::dump(&mut con, "s");
+    assert_eq!(
+        error(&mut con, &["SECKILL.TRY", "s", &long]),
+        "ERR user id is 513 bytes, longer than seckill.max-user-bytes (512)"
+    );
+    assert_eq!(
+        seckill_harness::dump(&mut con, "s"),
+        before,
+        "nothing stored"
+    );
+    let at_cap = "u".repeat(512);
+    assert_eq!(
+        seckill_harness::int(&mut con, &["SECKILL.TRY", "s", &at_cap]),
+        4
+    );
+    ok(
+        &mut replica.con(),
+        &["CONFIG", "SET", "seckill.max-user-bytes", "16"],
+    );
+    ok(
+        &mut con,
+        &["CONFIG", "SET", "seckill.max-user-bytes", "1024"],
+    );
+    assert_eq!(
+        seckill_harness::int(&mut con, &["SECKILL.TRY", "s", &long]),
+        3
+    );
+    seckill_harness::wait_replicas(&mut con, 1);
+    assert_eq!(
+        seckill_harness::int(&mut replica.con(), &["SECKILL.BOUGHT", "s", &long]),
+        1,
+        "the replica holds the master's buyer past its own cap"
+    );
+}

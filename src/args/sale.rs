@@ -181,6 +181,19 @@ pub fn try_buy<'a>(rest: &[&'a [u8]]) -> ArgResult<BuyerCall<'a>> {
     })
 }
 
+/// A new buyer's user id against `seckill.max-user-bytes` (`max`): TRY from a client stores
+/// nothing for a longer one. Copies from a master or the AOF are not checked: their TRY ran
+/// where it was sent, and a replica with a smaller cap must still hold the same buyers.
+pub fn user_within(user: &[u8], max: u64) -> ArgResult<()> {
+    if user.len() as u64 > max {
+        return Err(ArgError::Invalid(format!(
+            "ERR user id is {} bytes, longer than seckill.max-user-bytes ({max})",
+            user.len()
+        )));
+    }
+    Ok(())
+}
+
 /// `SECKILL.BOUGHT key user`
 pub fn user_only<'a>(rest: &[&'a [u8]]) -> ArgResult<&'a [u8]> {
     match rest {
@@ -279,6 +292,19 @@ pub fn settle<'a>(rest: &[&'a [u8]]) -> ArgResult<&'a [u8]> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_user_id_past_the_cap_is_refused_with_its_length() {
+        assert!(user_within(b"alice", 5).is_ok());
+        match user_within(b"alice!", 5) {
+            Err(ArgError::Invalid(text)) => assert_eq!(
+                text,
+                "ERR user id is 6 bytes, longer than seckill.max-user-bytes (5)"
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
     use super::*;
     use crate::args::fixtures::invalid;
     use crate::args::*;

@@ -11,6 +11,7 @@ use super::expiry::arm_for_holds;
 use super::no_sale;
 use crate::args::{self, ArgError};
 use crate::commands::Args;
+use crate::config;
 use crate::context::keyspace::{notify, signal_modified, writable_value};
 use crate::context::replication::replicate_strings;
 use crate::context::reply::integer;
@@ -204,6 +205,13 @@ pub(super) fn mutate(
         _ => None,
     };
     let op = parse_op(key_name.as_slice(), command, rest, replayed.is_some())?;
+    let from_client = origin == Origin::Client
+        && !ctx
+            .get_flags()
+            .intersects(ContextFlags::REPLICATED | ContextFlags::LOADING);
+    if let (Op::Try { user, .. }, true) = (&op, from_client) {
+        args::user_within(user, config::max_user_bytes())?;
+    }
     let key = ctx.open_key_writable(key_name);
     let value = writable_value::<SaleValue>(&key, &SALE_TYPE)?.ok_or_else(no_sale)?;
     let config = value.sale.config();
