@@ -147,7 +147,7 @@ FAULTS_S ?= 120
 faults: build venv
 	PYTHONPATH=tools $(VENV)/bin/python -m faults --seconds $(FAULTS_S) $(if $(FAULTS_SEED),--seed $(FAULTS_SEED))
 
-# The checker on synthetic runs, a smoke run (one partition, one pause, one kill; under a
+# The checker on synthetic runs, a smoke run (one partition, one kill; under a
 # minute) and Ctrl-C cleaning up: in make test, once per CI run.
 faults-test: build venv
 	PYTHONPATH=tools $(VENV)/bin/python -m pytest -q -p no:cacheprovider tools/faults/test_faults.py

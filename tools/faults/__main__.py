@@ -27,7 +27,7 @@ from . import net, report
 from .checker import FinalState, check
 from .cluster import Cluster, die_with_parent
 from .history import Fault, Op, read, write
-from .nemesis import SMOKE, Nemesis, schedule
+from .nemesis import PLANTED, SMOKE, Nemesis, schedule
 from .store import FencedStore
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -41,11 +41,15 @@ STOCK_PER_S = 300
 PLANTS = ["no-ids", "unfenced-store", "counter-fences"]
 
 
-def _stop_on_sigterm() -> None:
+def _stop_on_signals() -> None:
+    """Ctrl-C and SIGTERM end the run through its cleanup. SIGINT is set explicitly: a process
+    started in the background by a non-interactive shell inherits it ignored, and Python then
+    installs no KeyboardInterrupt for it (the CI-style run here ignored Ctrl-C that way)."""
     def stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
 
 
 def final_state(cluster: Cluster, store_path: str) -> FinalState:
@@ -67,7 +71,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=120.0)
     parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--smoke", action="store_true", help="one partition, one short pause, one kill")
+    parser.add_argument("--smoke", action="store_true",
+                        help="one partition, one kill (with --plant, a short pause between them)")
     parser.add_argument("--plant", default="", help=f"comma-separated planted bugs: {', '.join(PLANTS)}")
     parser.add_argument("--node-timeout-ms", type=int, default=1_000)
     parser.add_argument("--out", default=os.path.join(ROOT, "faults-out"))
@@ -76,7 +81,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     assert all(p in PLANTS for p in plants), f"plants: {PLANTS}"
     seed = options.seed if options.seed is not None else int.from_bytes(os.urandom(4), "big")
     print(f"faults: seed {seed} (replay with --seed {seed})", flush=True)
-    _stop_on_sigterm()
+    _stop_on_signals()
     shutil.rmtree(options.out, ignore_errors=True)
     os.makedirs(options.out)
     network: Optional[net.Network] = None
@@ -91,7 +96,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         module_args = ["fences", "counter"] if "counter-fences" in plants else []
         cluster = Cluster(os.path.join(options.out, "nodes"), MODULE, options.node_timeout_ms, module_args)
         entry = cluster.entry()
-        steps = schedule(seed, options.seconds, options.node_timeout_ms / 1000, SMOKE if options.smoke else None)
+        fixed = (PLANTED if plants else SMOKE) if options.smoke else None
+        steps = schedule(seed, options.seconds, options.node_timeout_ms / 1000, fixed)
         seconds = sum(s.quiet_s for s in steps) + 6 * len(steps) * options.node_timeout_ms / 1000 + 3 \
             if options.smoke else options.seconds
         setup = redis.RedisCluster(host=entry.address, port=entry.port)

@@ -103,7 +103,10 @@ def test_ctrl_c_in_the_middle_of_a_run_cleans_up(tmp_path: Path) -> None:
         assert run.poll() is None and time.monotonic() < deadline, run.communicate()
         time.sleep(0.05)
     run.send_signal(signal.SIGINT)
-    run.wait(timeout=60)
+    try:
+        run.wait(timeout=60)
+    finally:
+        run.kill()  # a run that ignored Ctrl-C fails here, and leaves nothing either
     _nothing_left(out)
 
 
