@@ -3,7 +3,7 @@
 //! and after); random BUYERS cursors; COMMAND INFO flags against the table in docs/citizenship.md.
 
 use redis::Value;
-use seckill_harness::{Server, call, command, error, ok};
+use seckill_harness::{Server, call, command, error, module_commands, ok};
 
 const MAX: &str = "9223372036854775807";
 const TWO_POW_63: &str = "9223372036854775808";
@@ -478,17 +478,6 @@ fn command_info(con: &mut redis::Connection, name: &str) -> Vec<Value> {
     }
 }
 
-/// The commands the module registered, as `COMMAND LIST` names them.
-fn module_commands(con: &mut redis::Connection) -> Vec<String> {
-    redis::cmd("COMMAND")
-        .arg("LIST")
-        .arg("FILTERBY")
-        .arg("MODULE")
-        .arg("seckill")
-        .query(con)
-        .unwrap()
-}
-
 #[test]
 fn command_info_flags_match_the_documented_table() {
     let server = Server::start();
@@ -583,23 +572,14 @@ fn command_info_carries_each_commands_real_arity() {
                 .collect()
         };
         let wrong = format!("ERR wrong number of arguments for '{name}' command");
-        let short = words(arity.abs() - 1);
-        let refs: Vec<&str> = short.iter().map(String::as_str).collect();
-        assert_eq!(
-            error(&mut con, &refs),
-            wrong,
-            "{name} with {} words",
-            refs.len()
-        );
+        let mut refused = |n: i64| {
+            let called = words(n);
+            let refs: Vec<&str> = called.iter().map(String::as_str).collect();
+            assert_eq!(error(&mut con, &refs), wrong, "{name} with {n} words");
+        };
+        refused(arity.abs() - 1);
         if arity > 0 {
-            let long = words(arity + 1);
-            let refs: Vec<&str> = long.iter().map(String::as_str).collect();
-            assert_eq!(
-                error(&mut con, &refs),
-                wrong,
-                "{name} with {} words",
-                refs.len()
-            );
+            refused(arity + 1);
         }
     }
 }

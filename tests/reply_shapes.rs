@@ -8,7 +8,7 @@
 
 use redis::Value;
 use seckill_harness::transcript::{files, parse, words};
-use seckill_harness::{Server, error_text};
+use seckill_harness::{Server, error_text, module_commands};
 use std::collections::BTreeSet;
 
 /// A RESP3 reply as RESP2 carries it.
@@ -79,13 +79,7 @@ fn every_resp3_reply_flattened_is_the_resp2_reply() {
     }
     assert!(differences.is_empty(), "\n{}", differences.join("\n"));
     let server = Server::start();
-    let listed: Vec<String> = redis::cmd("COMMAND")
-        .arg("LIST")
-        .arg("FILTERBY")
-        .arg("MODULE")
-        .arg("seckill")
-        .query(&mut server.con())
-        .unwrap();
+    let listed = module_commands(&mut server.con());
     let missing: Vec<&String> = listed.iter().filter(|c| !used.contains(*c)).collect();
     assert!(
         missing.is_empty(),

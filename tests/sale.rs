@@ -791,13 +791,7 @@ fn acl_rules_apply_to_commands_and_keys() {
         .query(&mut admin)
         .unwrap();
     in_category.sort();
-    let mut public: Vec<String> = redis::cmd("COMMAND")
-        .arg("LIST")
-        .arg("FILTERBY")
-        .arg("MODULE")
-        .arg("seckill")
-        .query::<Vec<String>>(&mut admin)
-        .unwrap()
+    let mut public: Vec<String> = seckill_harness::module_commands(&mut admin)
         .into_iter()
         .filter(|name| !name.contains("._"))
         .collect();

@@ -2,7 +2,7 @@
 //! `redis-cli` (`REDIS_CLI`) against a fresh server and compares each reply with the
 //! transcript. A file named `*.resp3.txt` talks RESP3 (`redis-cli -3`).
 
-use seckill_harness::transcript::{files, first_code_block, parse};
+use seckill_harness::transcript::{self, files, first_code_block, parse};
 use seckill_harness::{Server, cli_binary};
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -25,10 +25,6 @@ fn run_cli(port: u16, resp3: bool, command: &str) -> Vec<String> {
         .lines()
         .map(str::to_string)
         .collect()
-}
-
-fn transcript_dir() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/transcripts")
 }
 
 #[test]
@@ -66,7 +62,7 @@ fn every_transcript_replays_exactly() {
 fn readme_tour_is_the_tour_transcript() {
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let tour = std::fs::read_to_string(transcript_dir().join("tour.txt")).unwrap();
+    let tour = std::fs::read_to_string(transcript::dir().join("tour.txt")).unwrap();
     let start = readme
         .find("<!-- tour:start -->")
         .expect("tour start marker");

@@ -486,6 +486,18 @@ pub fn start_cluster_node(extra: &[&str]) -> Server {
     Server::start_with(&args)
 }
 
+/// The commands the module registered, as `COMMAND LIST FILTERBY MODULE seckill` names them
+/// (internal ones, `seckill._*` and `lock._*`, included).
+pub fn module_commands(con: &mut redis::Connection) -> Vec<String> {
+    redis::cmd("COMMAND")
+        .arg("LIST")
+        .arg("FILTERBY")
+        .arg("MODULE")
+        .arg("seckill")
+        .query(con)
+        .expect("COMMAND LIST FILTERBY MODULE")
+}
+
 /// Whether `observer` sees the node on `port` as a master not even suspected failed (no
 /// `fail?` or `fail` flag in its `CLUSTER NODES` line).
 pub fn seen_healthy_master(observer: &Server, port: u16) -> bool {

@@ -82,9 +82,14 @@ pub fn first_code_block(text: &str) -> String {
         .collect()
 }
 
+/// `tests/transcripts/`.
+pub fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/transcripts")
+}
+
 /// Every transcript file, sorted.
 pub fn files() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/transcripts");
+    let dir = dir();
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.unwrap().path())

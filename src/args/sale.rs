@@ -292,6 +292,9 @@ pub fn settle<'a>(rest: &[&'a [u8]]) -> ArgResult<&'a [u8]> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::args::fixtures::invalid;
+    use crate::args::*;
 
     #[test]
     fn a_user_id_past_the_cap_is_refused_with_its_length() {
@@ -304,10 +307,6 @@ mod tests {
             other => panic!("{other:?}"),
         }
     }
-
-    use super::*;
-    use crate::args::fixtures::invalid;
-    use crate::args::*;
 
     #[test]
     fn init_partition_options_go_together() {

@@ -22,7 +22,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from .history import FAIL, INFO, OK, Fault, Op
+from .history import INFO, OK, Fault, Op
 
 
 @dataclass

@@ -71,9 +71,12 @@ def test_fences_out_of_order_shared_or_granted_twice_are_errors() -> None:
     assert errors([], final({}, writes=[(4, "x", 1.0), (4, "x", 1.5), (5, "y", 2.0)])) == []
 
 
+def _env() -> Dict[str, str]:
+    return dict(os.environ, PYTHONPATH=os.path.join(ROOT, "tools"))
+
+
 def _run(*args: str, out: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "tools"))
-    return subprocess.run([sys.executable, "-m", "faults", "--out", out, *args], env=env,
+    return subprocess.run([sys.executable, "-m", "faults", "--out", out, *args], env=_env(),
                           capture_output=True, text=True, timeout=300)
 
 
@@ -95,9 +98,8 @@ def test_a_smoke_run_is_valid_and_leaves_nothing_behind(tmp_path: Path) -> None:
 
 def test_ctrl_c_in_the_middle_of_a_run_cleans_up(tmp_path: Path) -> None:
     out = str(tmp_path / "interrupted")
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "tools"))
     run = subprocess.Popen([sys.executable, "-m", "faults", "--out", out, "--seconds", "60", "--seed", "8"],
-                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                           env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while not os.path.exists(os.path.join(out, "history-2.jsonl")):  # the workload started
         assert run.poll() is None and time.monotonic() < deadline, run.communicate()

@@ -205,10 +205,12 @@ pub(super) fn mutate(
         _ => None,
     };
     let op = parse_op(key_name.as_slice(), command, rest, replayed.is_some())?;
-    let from_client = origin == Origin::Client
-        && !ctx
+    // The bare command from a master or the AOF: it ran where it was sent first.
+    let bare_copy = origin == Origin::Client
+        && ctx
             .get_flags()
             .intersects(ContextFlags::REPLICATED | ContextFlags::LOADING);
+    let from_client = origin == Origin::Client && !bare_copy;
     if let (Op::Try { user, .. }, true) = (&op, from_client) {
         args::user_within(user, config::max_user_bytes())?;
     }
@@ -216,14 +218,9 @@ pub(super) fn mutate(
     let value = writable_value::<SaleValue>(&key, &SALE_TYPE)?.ok_or_else(no_sale)?;
     let config = value.sale.config();
     let clocked = replication::is_clocked(config);
-    // The bare command from a master or the AOF: it ran there at the clock this sale
-    // replicated last (see below), which the copy here holds too.
-    let now_ms = if clocked
-        && origin == Origin::Client
-        && ctx
-            .get_flags()
-            .intersects(ContextFlags::REPLICATED | ContextFlags::LOADING)
-    {
+    // A bare copy ran at the clock this sale replicated last (see below), which the copy here
+    // holds too.
+    let now_ms = if clocked && bare_copy {
         value.sale.totals().replay_clock_ms
     } else {
         now_ms
