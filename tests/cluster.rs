@@ -37,21 +37,6 @@ fn cluster_con(nodes: &[String]) -> ClusterConnection {
         .expect("cluster connection")
 }
 
-/// An async cluster connection: its own retries few and short (by default they wait up to
-/// 655 s each) and the library's attempt ids doing the retrying that matters. No response
-/// timeout: with one (redis 1.8.1), a CLUSTER FAILOVER under 200 tasks left the connection
-/// timing out every call for minutes (docs/clients.md, "Known limits").
-async fn async_cluster_con(nodes: Vec<String>) -> redis::cluster_async::ClusterConnection {
-    ClusterClient::builder(nodes)
-        .retries(3)
-        .max_retry_wait(500)
-        .build()
-        .expect("cluster client")
-        .get_async_connection()
-        .await
-        .expect("cluster connection")
-}
-
 fn urls(nodes: &[Server]) -> Vec<String> {
     nodes.iter().map(Server::url).collect()
 }
@@ -137,7 +122,7 @@ fn masters(nodes: &[String]) -> Vec<String> {
 fn frozen_info(
     sale: &PartitionedSale,
     nodes: &[String],
-    con: &mut ClusterConnection,
+    con: &mut impl redis::ConnectionLike,
 ) -> Option<SaleInfo> {
     const PAUSE_MS: u64 = 2_000;
     let started = Instant::now();
@@ -171,8 +156,8 @@ struct Run {
     stats: ClientStats,
 }
 
-/// Which client API the buyers use: threads on the sync one, each with a `ClusterConnection`,
-/// or tokio tasks on `seckill_client::aio`, all sharing one `cluster_async` connection.
+/// Which client API the buyers use: threads on the sync one, each with a `ClusterSession`,
+/// or tokio tasks on `seckill_client::aio`, all sharing one `aio::ClusterSession`.
 #[derive(Clone, Copy, Debug)]
 enum Api {
     Sync,
@@ -190,7 +175,8 @@ fn judge(user: &str, reply: TryReply, mine: &mut Outcomes) {
     }
 }
 
-/// The buyers as `BUYER_THREADS` tokio tasks on the async API, one connection for all.
+/// The buyers as `BUYER_THREADS` tokio tasks on the async API, one `aio::ClusterSession` for
+/// all (each call bounded: a buyer that got no answer tries again, as a service would).
 fn buy_async(
     name: &str,
     nodes: &[String],
@@ -205,7 +191,7 @@ fn buy_async(
             .build()
             .unwrap();
         runtime.block_on(async move {
-            let mut con = async_cluster_con(nodes).await;
+            let mut con = aio::ClusterSession::connect(nodes).await.unwrap();
             // Long enough for a manual failover, which pauses the old master's clients for up
             // to 5 s (CLUSTER_MF_TIMEOUT) while the replica catches up.
             let retry = RetryPolicy {
@@ -231,9 +217,11 @@ fn buy_async(
                             let reply = loop {
                                 match aio::FlashSale::try_buy(&*sale, &mut con, user, 1).await {
                                     Ok(reply) => break reply,
-                                    Err(Error::Redis(_) | Error::OutcomeUnknown { .. })
-                                        if tries < 100 =>
-                                    {
+                                    Err(
+                                        Error::Redis(_)
+                                        | Error::OutcomeUnknown { .. }
+                                        | Error::Unavailable { .. },
+                                    ) if tries < 100 => {
                                         tries += 1;
                                         mine.retried_errors += 1;
                                         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -292,7 +280,9 @@ fn run_buyers(
     let sampler = {
         let (sale, nodes, done) = (sale.clone(), nodes.to_vec(), done.clone());
         std::thread::spawn(move || {
-            let mut con = cluster_con(&nodes);
+            // A session: it connects anew after a master was killed.
+            let builder = || ClusterClient::builder(nodes.clone()).retries(2);
+            let mut con = ClusterSession::cluster(builder).unwrap();
             let (mut samples, mut unbalanced) = (0, Vec::new());
             while !done.load(Ordering::Relaxed) {
                 if let Some(info) = frozen_info(&sale, &nodes, &mut con) {
@@ -480,13 +470,10 @@ fn sells_out_exactly_while_two_masters_join_and_the_cluster_rebalances() {
     sells_out_exactly_while_two_masters_join_and_the_cluster_rebalances_with(Api::Sync);
 }
 
-// Ignored (run it with `cargo test --release --test cluster -- --ignored`): redis 1.8.1's
-// cluster_async connection hangs at times while the cluster's topology changes. This case
-// hung for minutes in one run of three, then passed 12 runs of 12 (11 to 21 s); its sibling
-// through a CLUSTER FAILOVER, which had passed on all four servers, made no progress for
-// 16 minutes on Redis 8.2.3 in a CI rehearsal. docs/clients.md, "Known limits".
+/// Through one `aio::ClusterSession` shared by 200 tasks. (Through redis 1.8.1's
+/// `cluster_async`, this case hung for minutes in one run of three: the crate owns its
+/// cluster path since.)
 #[test]
-#[ignore]
 fn sells_out_exactly_while_two_masters_join_and_the_cluster_rebalances_async() {
     sells_out_exactly_while_two_masters_join_and_the_cluster_rebalances_with(Api::Async);
 }
@@ -589,12 +576,42 @@ fn sells_out_exactly_through_a_cluster_failover() {
     sells_out_exactly_through_a_cluster_failover_with(Api::Sync);
 }
 
-// Ignored: see the rebalance case's async twin above (no progress for 16 minutes on Redis
-// 8.2.3 in a CI rehearsal).
+/// Through one `aio::ClusterSession` shared by 200 tasks (through `cluster_async`: no
+/// progress for 16 minutes on Redis 8.2.3 in a CI rehearsal).
 #[test]
-#[ignore]
 fn sells_out_exactly_through_a_cluster_failover_async() {
     sells_out_exactly_through_a_cluster_failover_with(Api::Async);
+}
+
+/// A master SIGKILLed mid-sale under 200 tasks sharing one `aio::ClusterSession`: its
+/// replica is promoted, the session finds it (its calls to the dead master failing at once
+/// meanwhile, sending nothing), and the sale sells out exactly.
+#[test]
+fn sells_out_exactly_through_a_killed_master_async() {
+    let ClusterSale {
+        mut nodes,
+        urls,
+        con,
+        sale,
+        users,
+    } = ClusterSale::start(1, "sale:killed-shared");
+    drop(con);
+    let hot_master = owner_of(&urls, &sale.partition_keys()[0]);
+    let replica = replica_of(&urls, &hot_master);
+    let run = run_buyers(Api::Async, &sale, &urls, &users, |progress| {
+        wait_until(Duration::from_secs(60), "first purchases", || {
+            progress.load(Ordering::Relaxed) > 5_000
+        });
+        let victim = nodes.iter().position(|n| n.url() == hot_master).unwrap();
+        nodes[victim].kill();
+        wait_until(Duration::from_secs(60), "the replica to take over", || {
+            masters(&urls).contains(&replica)
+        });
+    });
+    nodes.retain(|n| n.url() != hot_master);
+    let live: Vec<String> = urls.iter().filter(|u| **u != hot_master).cloned().collect();
+    assert_eq!(owner_of(&live, &sale.partition_keys()[0]), replica);
+    assert_sold_out_exactly(&sale, &mut cluster_con(&live), &run, 0);
 }
 
 fn sells_out_exactly_through_a_cluster_failover_with(api: Api) {
@@ -946,15 +963,14 @@ fn buy_through_kill_async(
 ) -> (Vec<Answer>, u64) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async move {
-        let builder = || ClusterClient::builder(urls.clone()).retries(2);
-        let mut session = aio::ClusterSession::cluster(builder).await.unwrap();
+        let mut session = aio::ClusterSession::connect(urls.clone()).await.unwrap();
         let sale = aio::PartitionedSale::open(&mut session, &name)
             .await
             .unwrap();
         let sale = Arc::new(sale.with_retry(policy));
         let mut tasks = Vec::new();
         for t in 0..KILL_BUYERS {
-            let mut session = aio::ClusterSession::cluster(builder).await.unwrap();
+            let mut session = session.detached();
             let (sale, progress) = (sale.clone(), progress.clone());
             tasks.push(tokio::spawn(async move {
                 let mut answers = Vec::new();
@@ -1085,8 +1101,11 @@ impl Buyer {
             Api::Sync => Buyer::Sync(Box::new(ClusterSession::cluster(builder).unwrap())),
             Api::Async => {
                 let runtime = tokio::runtime::Runtime::new().unwrap();
-                let session = runtime.block_on(aio::ClusterSession::cluster(builder));
-                Buyer::Async(session.unwrap(), runtime)
+                let session = aio::ClusterSession::builder(urls.to_vec())
+                    .unwrap()
+                    .response_timeout(response_timeout)
+                    .connect();
+                Buyer::Async(runtime.block_on(session).unwrap(), runtime)
             }
         }
     }

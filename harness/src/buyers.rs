@@ -36,6 +36,17 @@ pub fn builder(urls: &[String]) -> ClusterClientBuilder {
         .response_timeout(Duration::from_millis(200))
 }
 
+/// The async buyers' session: the crate's own cluster connections, with `builder`'s timeouts.
+pub async fn async_session(urls: &[String]) -> aio::ClusterSession {
+    aio::ClusterSession::builder(urls.to_vec())
+        .unwrap()
+        .connect_timeout(Duration::from_millis(200))
+        .response_timeout(Duration::from_millis(200))
+        .connect()
+        .await
+        .unwrap()
+}
+
 /// The port of the master serving `key`, as the node at `url` says.
 pub fn master_port(url: &str, key: &str) -> u16 {
     let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
@@ -226,8 +237,7 @@ impl Buyers<'_> {
             runners.push(std::thread::spawn(move || {
                 let runtime = tokio::runtime::Runtime::new().unwrap();
                 runtime.block_on(async move {
-                    let make = || ClusterClient::builder(urls.clone()).retries(2);
-                    let mut session = aio::ClusterSession::cluster(make).await.unwrap();
+                    let mut session = async_session(&urls).await;
                     let mut sale = aio::PartitionedSale::open(&mut session, &name)
                         .await
                         .unwrap()

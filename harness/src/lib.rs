@@ -452,7 +452,8 @@ pub fn start_cluster(masters: usize, extra: &[&str]) -> Vec<Server> {
     start_cluster_with_replicas(masters, 0, extra)
 }
 
-/// As [`start_cluster`], with `replicas` replicas per master (the masters come first).
+/// As [`start_cluster`], with `replicas` replicas per master (the masters come first), each
+/// in sync with its master.
 pub fn start_cluster_with_replicas(masters: usize, replicas: usize, extra: &[&str]) -> Vec<Server> {
     let nodes: Vec<Server> = (0..masters * (1 + replicas))
         .map(|_| start_cluster_node(extra))
@@ -470,6 +471,17 @@ pub fn start_cluster_with_replicas(masters: usize, replicas: usize, extra: &[&st
     );
     for node in &nodes {
         wait_cluster_ok(node);
+    }
+    // A replica whose first sync has not finished cannot be promoted ("Disconnected from
+    // master for longer than allowed"): a test that kills a master needs every link up.
+    for node in &nodes {
+        wait_until(Duration::from_secs(30), "every replica's link up", || {
+            let info: String = redis::cmd("INFO")
+                .arg("replication")
+                .query(&mut node.con())
+                .unwrap_or_default();
+            info.contains("role:master") || info.contains("master_link_status:up")
+        });
     }
     nodes
 }

@@ -136,7 +136,15 @@ macro_rules! impl_async_flash_sale {
                 user: impl AsRef<[u8]> + Send,
                 qty: u64,
             ) -> Result<TryReply> {
-                Ok(self.0.buy_on(&mut Tokio(con), user.as_ref(), qty).await?.0)
+                Ok(self
+                    .0
+                    .buy_on(
+                        &mut Tokio::within(con, self.0.retry_policy().deadline),
+                        user.as_ref(),
+                        qty,
+                    )
+                    .await?
+                    .0)
             }
 
             async fn try_buy_acked<C: ConnectionLike + Send>(
@@ -149,7 +157,12 @@ macro_rules! impl_async_flash_sale {
             ) -> Result<(TryReply, u64)> {
                 let wait = (replicas, timeout_ms);
                 self.0
-                    .try_buy_acked_on(&mut Tokio(con), user.as_ref(), qty, wait)
+                    .try_buy_acked_on(
+                        &mut Tokio::within(con, self.0.retry_policy().deadline),
+                        user.as_ref(),
+                        qty,
+                        wait,
+                    )
                     .await
             }
 
@@ -158,7 +171,12 @@ macro_rules! impl_async_flash_sale {
                 con: &mut C,
                 user: impl AsRef<[u8]> + Send,
             ) -> Result<bool> {
-                self.0.confirm_on(&mut Tokio(con), user.as_ref()).await
+                self.0
+                    .confirm_on(
+                        &mut Tokio::within(con, self.0.retry_policy().deadline),
+                        user.as_ref(),
+                    )
+                    .await
             }
 
             async fn cancel<C: ConnectionLike + Send>(
@@ -167,7 +185,13 @@ macro_rules! impl_async_flash_sale {
                 user: impl AsRef<[u8]> + Send,
                 qty: Option<u64>,
             ) -> Result<u64> {
-                self.0.cancel_on(&mut Tokio(con), user.as_ref(), qty).await
+                self.0
+                    .cancel_on(
+                        &mut Tokio::within(con, self.0.retry_policy().deadline),
+                        user.as_ref(),
+                        qty,
+                    )
+                    .await
             }
 
             async fn restock<C: ConnectionLike + Send>(
@@ -175,7 +199,12 @@ macro_rules! impl_async_flash_sale {
                 con: &mut C,
                 units: u64,
             ) -> Result<()> {
-                self.0.restock_on(&mut Tokio(con), units).await
+                self.0
+                    .restock_on(
+                        &mut Tokio::within(con, self.0.retry_policy().deadline),
+                        units,
+                    )
+                    .await
             }
 
             async fn bought<C: ConnectionLike + Send>(
@@ -183,15 +212,24 @@ macro_rules! impl_async_flash_sale {
                 con: &mut C,
                 user: impl AsRef<[u8]> + Send,
             ) -> Result<u64> {
-                self.0.bought_on(&mut Tokio(con), user.as_ref()).await
+                self.0
+                    .bought_on(
+                        &mut Tokio::within(con, self.0.retry_policy().deadline),
+                        user.as_ref(),
+                    )
+                    .await
             }
 
             async fn info<C: ConnectionLike + Send>(&self, con: &mut C) -> Result<SaleInfo> {
-                self.0.info_on(&mut Tokio(con)).await
+                self.0
+                    .info_on(&mut Tokio::within(con, self.0.retry_policy().deadline))
+                    .await
             }
 
             async fn buyers<C: ConnectionLike + Send>(&self, con: &mut C) -> Result<Vec<Buyer>> {
-                self.0.buyers_on(&mut Tokio(con)).await
+                self.0
+                    .buyers_on(&mut Tokio::within(con, self.0.retry_policy().deadline))
+                    .await
             }
 
             async fn create_group<C: ConnectionLike + Send>(
@@ -199,7 +237,12 @@ macro_rules! impl_async_flash_sale {
                 con: &mut C,
                 group: &str,
             ) -> Result<()> {
-                self.0.create_group_on(&mut Tokio(con), group).await
+                self.0
+                    .create_group_on(
+                        &mut Tokio::within(con, self.0.retry_policy().deadline),
+                        group,
+                    )
+                    .await
             }
 
             async fn read_group<C: ConnectionLike + Send>(
@@ -210,7 +253,12 @@ macro_rules! impl_async_flash_sale {
                 count: usize,
             ) -> Result<Vec<SaleEvent>> {
                 let reader = (group, consumer, count);
-                self.0.read_group_on(&mut Tokio(con), reader).await
+                self.0
+                    .read_group_on(
+                        &mut Tokio::within(con, self.0.retry_policy().deadline),
+                        reader,
+                    )
+                    .await
             }
 
             async fn ack<C: ConnectionLike + Send>(
@@ -219,7 +267,12 @@ macro_rules! impl_async_flash_sale {
                 group: &str,
                 event: &SaleEvent,
             ) -> Result<bool> {
-                crate::key::ack(&mut Tokio(con), group, event).await
+                crate::key::ack(
+                    &mut Tokio::within(con, self.0.retry_policy().deadline),
+                    group,
+                    event,
+                )
+                .await
             }
 
             fn stats(&self) -> ClientStats {
@@ -242,7 +295,7 @@ impl Sale {
 
     /// See [`crate::Sale::open`].
     pub async fn open<C: ConnectionLike + Send>(con: &mut C, key: &str) -> Result<Sale> {
-        Ok(Sale(crate::Sale::open_on(&mut Tokio(con), key).await?))
+        Ok(Sale(crate::Sale::open_on(&mut Tokio::new(con), key).await?))
     }
 
     /// See [`crate::Sale::create`].
@@ -252,7 +305,7 @@ impl Sale {
         spec: &SaleSpec,
     ) -> Result<Sale> {
         Ok(Sale(
-            crate::Sale::create_on(&mut Tokio(con), key, spec).await?,
+            crate::Sale::create_on(&mut Tokio::new(con), key, spec).await?,
         ))
     }
 
@@ -272,7 +325,9 @@ impl Sale {
 
     /// See [`crate::Sale::delete`].
     pub async fn delete<C: ConnectionLike + Send>(&self, con: &mut C) -> Result<()> {
-        self.0.delete_on(&mut Tokio(con)).await
+        self.0
+            .delete_on(&mut Tokio::within(con, self.0.retry_policy().deadline))
+            .await
     }
 }
 
@@ -288,7 +343,7 @@ impl PartitionedSale {
         name: &str,
         spec: &SaleSpec,
     ) -> Result<PartitionedSale> {
-        let link = &mut Tokio(con);
+        let link = &mut Tokio::new(con);
         Ok(PartitionedSale(
             crate::PartitionedSale::create_on(link, name, spec).await?,
         ))
@@ -299,7 +354,7 @@ impl PartitionedSale {
         con: &mut C,
         name: &str,
     ) -> Result<PartitionedSale> {
-        let link = &mut Tokio(con);
+        let link = &mut Tokio::new(con);
         Ok(PartitionedSale(
             crate::PartitionedSale::open_on(link, name).await?,
         ))
@@ -307,7 +362,7 @@ impl PartitionedSale {
 
     /// See [`crate::PartitionedSale::delete`].
     pub async fn delete<C: ConnectionLike + Send>(con: &mut C, name: &str) -> Result<()> {
-        crate::PartitionedSale::delete_on(&mut Tokio(con), name).await
+        crate::PartitionedSale::delete_on(&mut Tokio::new(con), name).await
     }
 
     /// See [`crate::PartitionedSale::with_seal_ms`].
@@ -350,7 +405,9 @@ impl PartitionedSale {
 
     /// See [`crate::PartitionedSale::recover`].
     pub async fn recover<C: ConnectionLike + Send>(&self, con: &mut C) -> Result<u64> {
-        self.0.recover_on(&mut Tokio(con)).await
+        self.0
+            .recover_on(&mut Tokio::within(con, self.0.retry_policy().deadline))
+            .await
     }
 
     /// See [`crate::PartitionedSale::partition_infos`].
@@ -358,7 +415,9 @@ impl PartitionedSale {
         &self,
         con: &mut C,
     ) -> Result<Vec<PartitionInfo>> {
-        self.0.partition_infos_on(&mut Tokio(con)).await
+        self.0
+            .partition_infos_on(&mut Tokio::within(con, self.0.retry_policy().deadline))
+            .await
     }
 }
 

@@ -11,6 +11,7 @@
 //! partition is [`Placement`]'s to say (the crate talks to a cluster through the application's
 //! connection, which does not tell). Pure: the time is passed in.
 
+use crate::routing::{key_slot, slot_ranges};
 use redis::Value;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -118,7 +119,7 @@ struct Placed {
 impl Placement {
     pub fn new(keys: &[String]) -> Placement {
         Placement {
-            slots: keys.iter().map(|key| key_slot(key)).collect(),
+            slots: keys.iter().map(|key| key_slot(key.as_bytes())).collect(),
             state: Mutex::new(Placed {
                 nodes: (0..keys.len()).map(|i| format!("partition {i}")).collect(),
                 read: None,
@@ -170,42 +171,6 @@ impl Placement {
                 );
         }
     }
-}
-
-/// A key's hash slot (CRC16/XMODEM of its hash tag, or of the key without one, mod 16384).
-fn key_slot(key: &str) -> u16 {
-    let bytes = key.as_bytes();
-    let tag = bytes
-        .iter()
-        .position(|&b| b == b'{')
-        .and_then(|open| {
-            let len = bytes[open + 1..].iter().position(|&b| b == b'}')?;
-            (len > 0).then(|| &bytes[open + 1..open + 1 + len])
-        })
-        .unwrap_or(bytes);
-    crc16::State::<crc16::XMODEM>::calculate(tag) % 16384
-}
-
-/// `CLUSTER SLOTS`' ranges: (first slot, last slot, "host:port" of the master).
-fn slot_ranges(reply: &Value) -> Vec<(u16, u16, String)> {
-    let Value::Array(ranges) = reply else {
-        return Vec::new();
-    };
-    let text = |value: &Value| -> Option<String> { redis::from_redis_value_ref(value).ok() };
-    let number = |value: &Value| -> Option<u16> { redis::from_redis_value_ref(value).ok() };
-    ranges
-        .iter()
-        .filter_map(|range| {
-            let Value::Array(items) = range else {
-                return None;
-            };
-            let Value::Array(master) = items.get(2)? else {
-                return None;
-            };
-            let address = format!("{}:{}", text(master.first()?)?, number(master.get(1)?)?);
-            Some((number(items.first()?)?, number(items.get(1)?)?, address))
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -265,9 +230,6 @@ mod tests {
 
     #[test]
     fn partitions_are_placed_on_the_masters_cluster_slots_names() {
-        assert_eq!(key_slot("{sale/0}"), key_slot("sale/0"));
-        assert_eq!(key_slot("foo"), 12182);
-        assert_eq!(key_slot("123456789"), 0x31c3);
         let keys: Vec<String> = (0..4).map(|i| format!("{{sale/{i}}}")).collect();
         let placement = Placement::new(&keys);
         let t0 = Instant::now();
@@ -288,7 +250,7 @@ mod tests {
         ]);
         placement.learn(Some(&slots), t0);
         for (partition, key) in keys.iter().enumerate() {
-            let want = if key_slot(key) <= 8191 {
+            let want = if key_slot(key.as_bytes()) <= 8191 {
                 "10.0.0.1:7000"
             } else {
                 "10.0.0.3:7002"

@@ -5,7 +5,7 @@
 //! sleeps in the sync API, a task in the async one, so no async path ever blocks its runtime.
 
 use crate::error::Result;
-use crate::retry::{Retrier, is_retryable};
+use crate::retry::{Retrier, RetryPolicy, is_retryable};
 use redis::{Cmd, ConnectionLike, FromRedisValue, RedisResult};
 use std::future::{Future, ready};
 use std::time::Duration;
@@ -53,16 +53,42 @@ impl<C: ConnectionLike> Link for Blocking<'_, C> {
     }
 }
 
-/// An async connection on tokio: `MultiplexedConnection`, `ConnectionManager`, the async
-/// `ClusterConnection`.
-pub(crate) struct Tokio<'a, C>(pub &'a mut C);
+/// The least time one call is given, however little its deadline leaves: a policy without
+/// retries (deadline zero) still gets its one answer.
+pub(crate) const MIN_CALL_BOUND: Duration = Duration::from_secs(1);
+
+/// An async connection on tokio: the crate's `aio::ClusterSession`, `MultiplexedConnection`,
+/// `ConnectionManager`, the async `ClusterConnection`. Every call is bounded by a tokio timeout
+/// (`bound`, the caller's deadline, at least MIN_CALL_BOUND), whatever the connection does
+/// underneath: a `cluster_async` connection that stays stuck through a topology change fails
+/// the call at its deadline instead of hanging it.
+pub(crate) struct Tokio<'a, C> {
+    con: &'a mut C,
+    bound: Duration,
+}
+
+impl<'a, C> Tokio<'a, C> {
+    /// Calls bounded by the default policy's deadline (an operation without a sale handle:
+    /// open, create, delete).
+    pub fn new(con: &'a mut C) -> Tokio<'a, C> {
+        Tokio::within(con, RetryPolicy::default().deadline)
+    }
+
+    /// Calls bounded by `deadline` (a sale handle's policy).
+    pub fn within(con: &'a mut C, deadline: Duration) -> Tokio<'a, C> {
+        Tokio {
+            con,
+            bound: deadline.max(MIN_CALL_BOUND),
+        }
+    }
+}
 
 impl<C: redis::aio::ConnectionLike + Send> Link for Tokio<'_, C> {
     fn query<T: FromRedisValue + Send>(
         &mut self,
         cmd: &Cmd,
     ) -> impl Future<Output = RedisResult<T>> + Send {
-        cmd.query_async(self.0)
+        within(self.bound, cmd.query_async(self.con))
     }
 
     fn sleep(&mut self, wait: Duration) -> impl Future<Output = ()> + Send {
@@ -78,17 +104,22 @@ impl<C: redis::aio::ConnectionLike + Send> Link for Tokio<'_, C> {
         cmd: &Cmd,
         budget: Duration,
     ) -> impl Future<Output = RedisResult<T>> + Send {
-        let call = cmd.query_async(self.0);
-        async move {
-            match tokio::time::timeout(budget, call).await {
-                Ok(result) => result,
-                Err(_) => Err(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!("no answer within {budget:?}"),
-                )
-                .into()),
-            }
-        }
+        within(budget, cmd.query_async(self.con))
+    }
+}
+
+/// `call`, failing with a timeout (an I/O error: retryable, may have run) after `budget`.
+pub(crate) async fn within<T>(
+    budget: Duration,
+    call: impl Future<Output = RedisResult<T>>,
+) -> RedisResult<T> {
+    match tokio::time::timeout(budget, call).await {
+        Ok(result) => result,
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no answer within {budget:?}"),
+        )
+        .into()),
     }
 }
 
@@ -100,7 +131,7 @@ pub(crate) async fn query_retried<L: Link, T: FromRedisValue + Send>(
     cmd: &Cmd,
 ) -> Result<T> {
     loop {
-        match link.query(cmd).await {
+        match link.query_within(cmd, retrier.send_budget()).await {
             Ok(value) => return Ok(value),
             Err(e) if is_retryable(&e) => {
                 let wait = retrier.backoff(e)?;

@@ -133,6 +133,17 @@ impl<'a> Retrier<'a> {
         }
     }
 
+    /// How long the next send may wait for its answer (where the link can bound one): the
+    /// time left before the deadline, and for the first send at least MIN_CALL_BOUND.
+    pub fn send_budget(&self) -> Duration {
+        let left = self.policy.deadline.saturating_sub(self.start.elapsed());
+        if self.retried() {
+            left.max(Duration::from_millis(1))
+        } else {
+            left.max(crate::link::MIN_CALL_BOUND)
+        }
+    }
+
     /// Whether a call had to be sent again (or waited out) at least once.
     pub fn retried(&self) -> bool {
         self.backoff.count > 0

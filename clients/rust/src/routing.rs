@@ -1,5 +1,7 @@
-//! Which sale key a user buys in, the same in every client library; and which node a
-//! cluster's redirect names.
+//! Which sale key a user buys in, the same in every client library; and in a cluster, which
+//! slot a command's key is in, which master serves a slot, and which node a redirect names.
+
+use redis::{Arg, Cmd, Value};
 
 /// The partition a user always buys in: FNV-1a (64-bit) of the user id's bytes, modulo the
 /// number of partitions. Every client library computes the same (`clients/partition-hash.txt`).
@@ -36,9 +38,118 @@ pub(crate) fn redirect_address(details: &str) -> Option<(String, u16)> {
     Some((host.to_string(), port.parse().ok()?))
 }
 
+/// A key's hash slot (CRC16/XMODEM of its hash tag, or of the key without one, mod 16384).
+pub(crate) fn key_slot(key: &[u8]) -> u16 {
+    let tag = key
+        .iter()
+        .position(|&b| b == b'{')
+        .and_then(|open| {
+            let len = key[open + 1..].iter().position(|&b| b == b'}')?;
+            (len > 0).then(|| &key[open + 1..open + 1 + len])
+        })
+        .unwrap_or(key);
+    crc16::State::<crc16::XMODEM>::calculate(tag) % 16384
+}
+
+/// `CLUSTER SLOTS`' ranges: (first slot, last slot, "host:port" of the master).
+pub(crate) fn slot_ranges(reply: &Value) -> Vec<(u16, u16, String)> {
+    let Value::Array(ranges) = reply else {
+        return Vec::new();
+    };
+    let text = |value: &Value| -> Option<String> { redis::from_redis_value_ref(value).ok() };
+    let number = |value: &Value| -> Option<u16> { redis::from_redis_value_ref(value).ok() };
+    ranges
+        .iter()
+        .filter_map(|range| {
+            let Value::Array(items) = range else {
+                return None;
+            };
+            let Value::Array(master) = items.get(2)? else {
+                return None;
+            };
+            let address = format!("{}:{}", text(master.first()?)?, number(master.get(1)?)?);
+            Some((number(items.first()?)?, number(items.get(1)?)?, address))
+        })
+        .collect()
+}
+
+/// The key a command is routed by: the first one, where the command keeps it. `None` for a
+/// command without one (`WAIT`, `INFO`, `CLUSTER ...`, `EVAL` with no keys), which any node
+/// (or, for `WAIT`, the one of the command before it) may answer.
+pub(crate) fn command_key(cmd: &Cmd) -> Option<&[u8]> {
+    let args = command_args(cmd);
+    let name = args.first()?.to_ascii_uppercase();
+    let position = match name.as_slice() {
+        b"WAIT" | b"WAITAOF" | b"INFO" | b"PING" | b"ECHO" | b"CLUSTER" | b"ROLE" | b"ASKING"
+        | b"READONLY" | b"READWRITE" | b"HELLO" | b"AUTH" | b"CLIENT" | b"COMMAND" | b"CONFIG"
+        | b"MODULE" | b"SCRIPT" | b"FUNCTION" | b"TIME" | b"DBSIZE" | b"DEBUG" | b"SELECT"
+        | b"LASTSAVE" | b"MULTI" | b"EXEC" | b"DISCARD" => return None,
+        b"EVAL" | b"EVALSHA" | b"EVAL_RO" | b"EVALSHA_RO" | b"FCALL" | b"FCALL_RO" => {
+            let keys: u64 = std::str::from_utf8(args.get(2)?).ok()?.parse().ok()?;
+            if keys == 0 {
+                return None;
+            }
+            3
+        }
+        b"XREAD" | b"XREADGROUP" => {
+            1 + args
+                .iter()
+                .position(|arg| arg.eq_ignore_ascii_case(b"STREAMS"))?
+        }
+        b"XGROUP" | b"XINFO" | b"OBJECT" | b"MEMORY" => 2,
+        _ => 1,
+    };
+    args.get(position).copied()
+}
+
+/// A command's arguments, its name first (a cursor argument left out).
+pub(crate) fn command_args(cmd: &Cmd) -> Vec<&[u8]> {
+    cmd.args_iter()
+        .filter_map(|arg| match arg {
+            Arg::Simple(bytes) => Some(bytes),
+            _ => None,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn commands_are_routed_by_their_first_key() {
+        assert_eq!(key_slot(b"{sale/0}"), key_slot(b"sale/0"));
+        assert_eq!(key_slot(b"foo"), 12182);
+        assert_eq!(key_slot(b"123456789"), 0x31c3);
+        assert_eq!(key_slot(b"{}x"), key_slot(b"{}x"), "an empty tag is no tag");
+        assert_ne!(key_slot(b"{}a"), key_slot(b"{}b"));
+        let key = |cmd: &mut Cmd| command_key(cmd).map(<[u8]>::to_vec);
+        let some = |k: &str| Some(k.as_bytes().to_vec());
+        assert_eq!(
+            key(redis::cmd("seckill.try").arg("{s/1}").arg("u")),
+            some("{s/1}")
+        );
+        assert_eq!(key(redis::cmd("WAIT").arg(1).arg(100)), None);
+        assert_eq!(key(redis::cmd("INFO").arg("seckill")), None);
+        assert_eq!(key(redis::cmd("CLUSTER").arg("SLOTS")), None);
+        assert_eq!(key(redis::cmd("EVAL").arg("s").arg(0)), None);
+        assert_eq!(key(redis::cmd("EVAL").arg("s").arg(1).arg("k")), some("k"));
+        assert_eq!(
+            key(redis::cmd("EVAL").arg("s").arg("x")),
+            None,
+            "not a count"
+        );
+        let mut read = redis::cmd("XREADGROUP");
+        read.arg("GROUP").arg("g").arg("c").arg("COUNT").arg(5);
+        assert_eq!(key(read.arg("streams").arg("ev").arg(">")), some("ev"));
+        assert_eq!(key(&mut redis::cmd("XREAD")), None, "no STREAMS");
+        assert_eq!(
+            key(redis::cmd("XGROUP").arg("CREATE").arg("ev")),
+            some("ev")
+        );
+        assert_eq!(key(&mut redis::cmd("GET")), None, "no key given");
+        assert_eq!(key(&mut Cmd::new()), None, "no command");
+    }
 
     #[test]
     fn a_redirect_names_its_node() {

@@ -106,6 +106,11 @@ impl Sale {
         self
     }
 
+    /// The policy [`Self::with_retry`] set: the async API bounds each call by its deadline.
+    pub(crate) fn retry_policy(&self) -> &RetryPolicy {
+        &self.retry
+    }
+
     /// How `try_buy` and `cancel` retry a call whose answer was lost (default
     /// [`RetryPolicy::default`]: 10 s). Each call carries a fresh attempt id, so a retry
     /// never buys or cancels twice.

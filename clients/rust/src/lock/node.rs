@@ -128,14 +128,7 @@ impl NodeLink for TokioNode {
                 self.con = Some(con);
             }
             let con = self.con.as_mut().expect("connected just above");
-            match tokio::time::timeout(timeout, pipe.query_async::<Vec<Value>>(con)).await {
-                Ok(replies) => replies,
-                Err(_) => Err(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!("no answer within {timeout:?}"),
-                )
-                .into()),
-            }
+            crate::link::within(timeout, pipe.query_async::<Vec<Value>>(con)).await
         }
         .await;
         if let Err(e) = &result {

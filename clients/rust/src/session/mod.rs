@@ -9,6 +9,8 @@
 //! connections for the same (as `crate::aio::ClusterSession`). Pass them wherever a
 //! `ConnectionLike` goes.
 
+mod nodes;
+mod slot_map;
 pub(crate) mod tokio;
 
 use redis::cluster::{ClusterClientBuilder, ClusterConnection};

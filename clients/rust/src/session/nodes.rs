@@ -1,0 +1,273 @@
+//! The async cluster session's own connections: one multiplexed tokio connection per node,
+//! made by the crate (from a chosen source address if asked), each connect and each call
+//! bounded, a connection that failed or timed out dropped (the next call connects anew), and
+//! a node that failed skipped without sending until its next probe ([`Health`]'s rules, the
+//! Python package's): so a frozen or dead master costs the calls that need it one timeout,
+//! then nothing, and never slows the calls that go to other nodes.
+
+use crate::health::Health;
+use crate::link::within;
+use crate::routing::command_args;
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisConnectionInfo, RedisResult, Value};
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How the session connects and how long it waits.
+#[derive(Clone, Debug)]
+pub(crate) struct Settings {
+    /// The handshake: credentials, protocol, database.
+    pub redis: RedisConnectionInfo,
+    pub connect_timeout: Duration,
+    /// The longest wait for one reply (a `WAIT` or a `BLOCK` waits its own time on top).
+    pub response_timeout: Duration,
+    /// The local address connections are made from (`None`: the system picks).
+    pub source: Option<IpAddr>,
+}
+
+/// One node's connection, made once by whichever call needs it first.
+#[derive(Default)]
+struct Node {
+    con: Mutex<Option<MultiplexedConnection>>,
+    /// Held while connecting, so that the calls waiting for the node connect once.
+    connecting: tokio::sync::Mutex<()>,
+}
+
+pub(crate) struct Nodes {
+    settings: Settings,
+    nodes: Mutex<HashMap<Arc<str>, Arc<Node>>>,
+    health: Health,
+    connects: AtomicU64,
+}
+
+impl Nodes {
+    pub fn new(settings: Settings) -> Nodes {
+        Nodes {
+            settings,
+            nodes: Mutex::new(HashMap::new()),
+            health: Health::default(),
+            connects: AtomicU64::new(0),
+        }
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// How many connections were made.
+    pub fn connects(&self) -> u64 {
+        self.connects.load(Ordering::Relaxed)
+    }
+
+    /// `cmd` on `node`, after `ASKING` in the same write when `asking`.
+    pub async fn call(&self, node: &Arc<str>, cmd: &Cmd, asking: bool) -> RedisResult<Value> {
+        let budget = self.settings.response_timeout + blocking_time(cmd);
+        let con = self.connection(node).await?;
+        let result = if asking {
+            let mut pipeline = redis::pipe();
+            pipeline.cmd("ASKING").add_command(cmd.clone());
+            let mut con = con.clone();
+            within(budget, async move {
+                let mut replies = con.send_packed_commands(&pipeline, 0, 2).await?;
+                replies.pop().unwrap_or(Value::Nil).extract_error()
+            })
+            .await
+        } else {
+            let mut con = con;
+            within(budget, async move { con.send_packed_command(cmd).await }).await
+        };
+        self.judge(node, &result);
+        result
+    }
+
+    /// `pipeline`'s commands on `node`.
+    pub async fn call_pipeline(
+        &self,
+        node: &Arc<str>,
+        pipeline: &Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisResult<Vec<Value>> {
+        let mut con = self.connection(node).await?;
+        let budget = self.settings.response_timeout;
+        let result = within(budget, async move {
+            con.send_packed_commands(pipeline, offset, count).await
+        })
+        .await;
+        self.judge(node, &result);
+        result
+    }
+
+    /// The call's outcome says whether `node` is up: a timeout puts it down (a frozen or cut
+    /// node: its next calls fail at once until a probe); a dropped connection only drops the
+    /// connection (a killed client, a restart: the next call connects, and a node that refuses
+    /// that is down); any reply, an error reply too, is the node answering.
+    fn judge<T>(&self, node: &Arc<str>, result: &RedisResult<T>) {
+        match result {
+            Err(e) if lost(e) => {
+                if e.is_timeout() {
+                    self.health.failed(node, Instant::now());
+                }
+                if let Some(entry) = self.entry(node, false) {
+                    *lock(&entry.con) = None;
+                }
+            }
+            _ => self.health.answered(node),
+        }
+    }
+
+    /// Whether `node` is down and not due for a probe: its calls fail without being sent.
+    /// (Asking makes the call that finds the probe due the probe.)
+    fn is_down(&self, node: &str) -> bool {
+        self.health.any_down() && !self.health.may_read(node, Instant::now(), true)
+    }
+
+    fn entry(&self, node: &Arc<str>, make: bool) -> Option<Arc<Node>> {
+        let mut nodes = lock(&self.nodes);
+        match nodes.get(node) {
+            Some(entry) => Some(entry.clone()),
+            None if make => Some(nodes.entry(node.clone()).or_default().clone()),
+            None => None,
+        }
+    }
+
+    /// `node`'s connection, made now if it has none; fails at once, sending nothing, while
+    /// the node is down and not due for its probe.
+    async fn connection(&self, node: &Arc<str>) -> RedisResult<MultiplexedConnection> {
+        if self.is_down(node) {
+            return Err(not_sent(node));
+        }
+        let entry = self.entry(node, true).expect("made when missing");
+        if let Some(con) = lock(&entry.con).clone() {
+            return Ok(con);
+        }
+        let _connecting = entry.connecting.lock().await;
+        if let Some(con) = lock(&entry.con).clone() {
+            return Ok(con);
+        }
+        let connected = within(self.settings.connect_timeout, self.connect(node)).await;
+        match connected {
+            Ok(con) => {
+                *lock(&entry.con) = Some(con.clone());
+                Ok(con)
+            }
+            Err(e) => {
+                self.health.failed(node, Instant::now());
+                // Nothing was sent: the library may retry without an attempt id's doubt.
+                Err(refused(node, &e))
+            }
+        }
+    }
+
+    async fn connect(&self, node: &str) -> RedisResult<MultiplexedConnection> {
+        let address = resolve(node).await?;
+        let socket = if address.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        if let Some(source) = self.settings.source {
+            socket.bind(SocketAddr::new(source, 0))?;
+        }
+        let stream = socket.connect(address).await?;
+        stream.set_nodelay(true)?;
+        let config = AsyncConnectionConfig::new().set_response_timeout(None);
+        let (con, driver) =
+            MultiplexedConnection::new_with_config(&self.settings.redis, stream, config).await?;
+        tokio::spawn(driver);
+        self.connects.fetch_add(1, Ordering::Relaxed);
+        Ok(con)
+    }
+}
+
+/// How long a command waits in the server on purpose: `WAIT`'s timeout, `BLOCK`'s.
+fn blocking_time(cmd: &Cmd) -> Duration {
+    let args = command_args(cmd);
+    let number = |i: usize| -> u64 {
+        args.get(i)
+            .and_then(|arg| std::str::from_utf8(arg).ok())
+            .and_then(|text| text.parse().ok())
+            .unwrap_or(0)
+    };
+    let name = args.first().map(|name| name.to_ascii_uppercase());
+    let ms = match name.as_deref() {
+        Some(b"WAIT") => number(2),
+        _ => args
+            .iter()
+            .position(|arg| arg.eq_ignore_ascii_case(b"BLOCK"))
+            .map_or(0, |i| number(i + 1)),
+    };
+    Duration::from_millis(ms)
+}
+
+async fn resolve(node: &str) -> RedisResult<SocketAddr> {
+    let mut addresses = tokio::net::lookup_host(node).await?;
+    addresses.next().ok_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::NotFound, format!("{node}: no address")).into()
+    })
+}
+
+/// Whether a call's failure says its connection is gone or its node did not answer in time.
+pub(crate) fn lost(e: &redis::RedisError) -> bool {
+    e.code().is_none()
+        && (e.is_timeout()
+            || e.is_io_error()
+            || e.is_connection_dropped()
+            || e.is_unrecoverable_error())
+}
+
+/// A call not sent: its node is down (refused, or not answering, lately).
+fn not_sent(node: &str) -> redis::RedisError {
+    std::io::Error::new(
+        std::io::ErrorKind::ConnectionRefused,
+        format!("{node} is down (it failed lately): not sent; next probe soon"),
+    )
+    .into()
+}
+
+/// A connect that failed, as a refusal: nothing was sent.
+fn refused(node: &str, e: &redis::RedisError) -> redis::RedisError {
+    std::io::Error::new(
+        std::io::ErrorKind::ConnectionRefused,
+        format!("{node}: could not connect: {e}"),
+    )
+    .into()
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waits_on_purpose_are_added_to_the_bound() {
+        let ms = |cmd: &mut Cmd| blocking_time(cmd).as_millis();
+        assert_eq!(ms(redis::cmd("WAIT").arg(1).arg(2500)), 2500);
+        assert_eq!(ms(redis::cmd("wait").arg(1).arg("x")), 0);
+        let mut read = redis::cmd("XREADGROUP");
+        read.arg("GROUP").arg("g").arg("c").arg("block").arg(700);
+        assert_eq!(ms(read.arg("STREAMS").arg("k").arg(">")), 700);
+        assert_eq!(ms(redis::cmd("SECKILL.TRY").arg("k").arg("u")), 0);
+        assert_eq!(ms(&mut Cmd::new()), 0);
+    }
+
+    #[test]
+    fn lost_connections_and_timeouts_are_told_from_error_replies() {
+        let io = |kind| redis::RedisError::from(std::io::Error::new(kind, "x"));
+        assert!(lost(&io(std::io::ErrorKind::TimedOut)));
+        assert!(lost(&io(std::io::ErrorKind::ConnectionReset)));
+        let reply = redis::make_extension_error("CLUSTERDOWN".to_string(), None);
+        assert!(!lost(&reply), "a node that answers is up");
+        assert!(not_sent("n:1").is_connection_refusal());
+        assert!(!crate::retry::may_have_run(&not_sent("n:1")));
+        let connect_failed = refused("n:1", &io(std::io::ErrorKind::TimedOut));
+        assert!(!crate::retry::may_have_run(&connect_failed));
+        assert!(crate::retry::is_retryable(&connect_failed));
+    }
+}

@@ -1,0 +1,111 @@
+//! Which master serves each hash slot, as the async cluster session knows it: read whole from
+//! `CLUSTER SLOTS`, and one slot at a time from the MOVED replies met between two readings.
+//! Pure: no connection, no clock.
+
+use crate::routing::slot_ranges;
+use redis::Value;
+use std::sync::Arc;
+
+pub(crate) const SLOTS: usize = 16_384;
+
+#[derive(Clone)]
+pub(crate) struct SlotMap {
+    /// Each slot's master, `host:port` (`None`: no master known for it).
+    masters: Vec<Option<Arc<str>>>,
+}
+
+impl SlotMap {
+    /// Every slot served by `node`: a server that is no cluster.
+    pub fn single(node: &str) -> SlotMap {
+        SlotMap {
+            masters: vec![Some(Arc::from(node)); SLOTS],
+        }
+    }
+
+    /// The map a `CLUSTER SLOTS` reply gives, or `None` when it gives none (no range parses).
+    pub fn from_cluster_slots(reply: &Value) -> Option<SlotMap> {
+        let ranges = slot_ranges(reply);
+        if ranges.is_empty() {
+            return None;
+        }
+        let mut masters = vec![None; SLOTS];
+        for (first, last, node) in ranges {
+            let node: Arc<str> = Arc::from(node);
+            let last = usize::from(last).min(SLOTS - 1);
+            for slot in masters.iter_mut().take(last + 1).skip(usize::from(first)) {
+                *slot = Some(node.clone());
+            }
+        }
+        Some(SlotMap { masters })
+    }
+
+    pub fn master(&self, slot: u16) -> Option<Arc<str>> {
+        self.masters.get(usize::from(slot)).cloned().flatten()
+    }
+
+    /// A MOVED named `node` for `slot`.
+    pub fn moved(&mut self, slot: u16, node: &str) {
+        if let Some(entry) = self.masters.get_mut(usize::from(slot)) {
+            *entry = Some(Arc::from(node));
+        }
+    }
+
+    /// The masters, each once, in slot order.
+    pub fn masters(&self) -> Vec<Arc<str>> {
+        let mut seen: Vec<Arc<str>> = Vec::new();
+        for node in self.masters.iter().flatten() {
+            if !seen.contains(node) {
+                seen.push(node.clone());
+            }
+        }
+        seen
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn range(first: i64, last: i64, host: &str, port: i64) -> Value {
+        let node = Value::Array(vec![
+            Value::BulkString(host.into()),
+            Value::Int(port),
+            Value::BulkString(b"id".to_vec()),
+        ]);
+        Value::Array(vec![Value::Int(first), Value::Int(last), node])
+    }
+
+    #[test]
+    fn slots_are_mapped_from_cluster_slots_and_moved_one_by_one() {
+        let reply = Value::Array(vec![
+            range(0, 5460, "10.0.0.1", 7000),
+            range(5461, 10922, "10.0.0.2", 7001),
+            range(10923, 16383, "10.0.0.3", 7002),
+        ]);
+        let mut map = SlotMap::from_cluster_slots(&reply).expect("a map");
+        assert_eq!(map.master(0).as_deref(), Some("10.0.0.1:7000"));
+        assert_eq!(map.master(5460).as_deref(), Some("10.0.0.1:7000"));
+        assert_eq!(map.master(5461).as_deref(), Some("10.0.0.2:7001"));
+        assert_eq!(map.master(16383).as_deref(), Some("10.0.0.3:7002"));
+        assert_eq!(map.master(16384), None, "no such slot");
+        assert_eq!(map.masters().len(), 3);
+        map.moved(5460, "10.0.0.2:7001");
+        assert_eq!(map.master(5460).as_deref(), Some("10.0.0.2:7001"));
+        assert_eq!(map.master(5459).as_deref(), Some("10.0.0.1:7000"));
+        map.moved(20_000, "10.0.0.9:1");
+        assert_eq!(
+            map.masters().len(),
+            3,
+            "a slot past the last changes nothing"
+        );
+
+        let gap = Value::Array(vec![range(0, 99, "10.0.0.1", 7000)]);
+        let partial = SlotMap::from_cluster_slots(&gap).expect("a map");
+        assert_eq!(partial.master(100), None, "an unserved slot has no master");
+        assert!(SlotMap::from_cluster_slots(&Value::Nil).is_none());
+        assert!(SlotMap::from_cluster_slots(&Value::Array(vec![])).is_none());
+        let single = SlotMap::single("127.0.0.1:6379");
+        assert_eq!(single.master(9999).as_deref(), Some("127.0.0.1:6379"));
+        assert_eq!(single.masters().len(), 1);
+    }
+}
