@@ -107,8 +107,13 @@ impl Server {
     }
 
     fn launch(&mut self) {
+        self.launch_on(None);
+    }
+
+    /// Starts the server on `port`, or on a free port (`None`).
+    fn launch_on(&mut self, port: Option<u16>) {
         for attempt in 0..5 {
-            self.port = free_port();
+            self.port = port.unwrap_or_else(free_port);
             let log = self.dir.join(format!("server-{}.log", self.port));
             let mut args: Vec<String> = [
                 "--port",
@@ -152,6 +157,7 @@ impl Server {
                 if let Ok(Some(status)) = child.try_wait() {
                     let text = std::fs::read_to_string(&log).unwrap_or_default();
                     if text.contains("Address already in use") && attempt < 4 {
+                        std::thread::sleep(Duration::from_millis(200));
                         break;
                     }
                     panic!("server exited with {status} during start; log:\n{text}");
@@ -194,6 +200,13 @@ impl Server {
     pub fn kill_and_restart(&mut self) {
         self.kill();
         self.launch();
+    }
+
+    /// Kills the server at once and starts it again on the same directory and port, as a
+    /// restarted server is to its clients.
+    pub fn kill_and_restart_on_its_port(&mut self) {
+        self.kill();
+        self.launch_on(Some(self.port));
     }
 
     /// Sends `sig` to the running server (SIGSTOP freezes it, SIGCONT resumes it).
