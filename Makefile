@@ -126,16 +126,20 @@ bench-scale: build examples
 	./target/release/examples/bench --scale
 
 # Ratios against plain Redis commands in one run; writes bench/results/latest.{md,csv,png},
-# and availability under a fault, bench/results/availability.md.
+# availability under a fault, bench/results/availability.md; the async Rust client against
+# redis-benchmark, bench/results/async.md.
 bench: build venv examples
 	@command -v $${REDIS_BENCHMARK:-redis-benchmark} >/dev/null 2>&1 || { echo "redis-benchmark is missing: apt-get install redis-tools"; exit 1; }
 	./target/release/examples/bench
 	./target/release/examples/bench_availability
+	./target/release/examples/bench_async
 
-# The long versions of the reliability cases (tests/reliability.rs), one at a time, and a
+# The long versions of the reliability cases (tests/reliability.rs), one at a time; each async
+# topology case of tests/cluster.rs 20 times in a row, every run bounded; and a
 # failover at Redis's default cluster-node-timeout under the default RetryPolicy (Python).
 soak: build venv
 	SECKILL_SOAK=1 cargo test --release --test reliability --test history -- --test-threads 1 --nocapture
+	tools/soak_async_topology.sh
 	SECKILL_SOAK=1 SECKILL_RESP=3 $(VENV)/bin/python -m pytest -q -s clients/python/tests/test_availability.py -k default_node_timeout
 	FAULTS_PLANTS=1 PYTHONPATH=tools $(VENV)/bin/python -m pytest -q -s -p no:cacheprovider tools/faults/test_faults.py
 	$(MAKE) --no-print-directory faults FAULTS_S=1200

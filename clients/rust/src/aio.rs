@@ -1,9 +1,11 @@
 //! The async API, on tokio: the same types, names and replies as the sync one, for
 //! `redis::aio::MultiplexedConnection`, `redis::aio::ConnectionManager` (which connects anew
-//! after a server restart), [`ClusterSession`] (two `cluster_async` connections, one that never
-//! resends a purchase behind the library) and `redis::cluster_async::ClusterConnection`. Each
-//! operation is the sync API's own code, driven on the task: waits (a retry's backoff, the
-//! one-borrower-per-partition rule) are tokio waits, so no call blocks the runtime.
+//! after a server restart), [`ClusterSession`] (the crate's own path to a cluster or one server:
+//! its slot map, a connection per node, every call bounded) and
+//! `redis::cluster_async::ClusterConnection`. Each operation is the sync API's own code, driven
+//! on the task: waits (a retry's backoff, the one-borrower-per-partition rule) are tokio waits,
+//! so no call blocks the runtime; and each call is bounded by the sale's deadline with a tokio
+//! timeout, whatever the connection does underneath.
 //!
 //! ```no_run
 //! use seckill_client::aio::{FlashSale, Sale};

@@ -5,9 +5,9 @@
 //! replica's promotion. A [`Session`] drops its connection after any failure that
 //! [`crate::is_retryable`] retries and connects again for the next call, so an application
 //! never has to. A [`ClusterSession`] is two of them over a cluster, so that purchases are
-//! never resent behind the library's back; [`tokio::ClusterSession`] is two `cluster_async`
-//! connections for the same (as `crate::aio::ClusterSession`). Pass them wherever a
-//! `ConnectionLike` goes.
+//! never resent behind the library's back; [`tokio::ClusterSession`] (as
+//! `crate::aio::ClusterSession`) is the crate's own async cluster path, not redis-rs's
+//! `cluster_async`. Pass them wherever a `ConnectionLike` goes.
 
 mod nodes;
 mod slot_map;
@@ -212,10 +212,10 @@ fn is_purchase(name: &[u8]) -> bool {
 }
 
 fn name_of(cmd: &Cmd) -> &[u8] {
-    match cmd.args_iter().next() {
-        Some(redis::Arg::Simple(name)) => name,
-        _ => b"",
-    }
+    crate::routing::command_args(cmd)
+        .first()
+        .copied()
+        .unwrap_or(b"")
 }
 
 /// A packed command (`*N\r\n$L\r\nname\r\n...`) as a [`Cmd`], when it parses as one.
