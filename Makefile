@@ -148,12 +148,12 @@ soak: build venv
 # kills and pauses; history, checker, report and timeline in faults-out/. FAULTS_S=seconds,
 # FAULTS_SEED=n replays a schedule.
 FAULTS_S ?= 120
-faults: build venv
+faults: build venv examples
 	PYTHONPATH=tools $(VENV)/bin/python -m faults --seconds $(FAULTS_S) $(if $(FAULTS_SEED),--seed $(FAULTS_SEED))
 
 # The checker on synthetic runs, a smoke run (one partition, one kill; under a
 # minute) and Ctrl-C cleaning up: in make test, once per CI run.
-faults-test: build venv
+faults-test: build venv examples
 	PYTHONPATH=tools $(VENV)/bin/python -m pytest -q -p no:cacheprovider tools/faults/test_faults.py
 
 unit:

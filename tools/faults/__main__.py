@@ -32,7 +32,11 @@ from .store import FencedStore
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODULE = os.path.join(ROOT, "target", "release", "libseckill.so")
+#: The Python client processes' source addresses, then the Rust one's (examples/faults_buyer.rs:
+#: tokio buyers through `seckill_client::aio`, when built).
 CLIENTS = ["127.0.0.21", "127.0.0.22", "127.0.0.23"]
+RUST_CLIENT = "127.0.0.24"
+RUST_BUYER = os.path.join(ROOT, "target", "release", "examples", "faults_buyer")
 SALE, LOCK = "faults:sale", "{faults}:lock"
 PARTITIONS, LIMIT = 16, 2
 #: Units per second of the run: about a third of what the buyers try, so that the sale sells
@@ -116,8 +120,18 @@ def main(argv: Optional[List[str]] = None) -> int:
                  "--entry", cluster.nodes[n].name, "--sale", SALE, "--lock", LOCK, "--store", store_path,
                  "--seconds", str(seconds), "--seed", str(seed + n), "--plant", options.plant,
                  *(["--cache"] if n == 0 else [])], stdout=out, env=env, preexec_fn=die_with_parent))
+        clients = list(CLIENTS)
+        if os.path.exists(RUST_BUYER):
+            clients.append(RUST_CLIENT)
+            nodes = ",".join(f"redis://{node.name}/" for node in cluster.nodes)
+            out = open(os.path.join(options.out, f"history-{len(CLIENTS)}.jsonl"), "w")
+            workers.append(subprocess.Popen(
+                [RUST_BUYER, "--name", "rust", "--source", RUST_CLIENT, "--nodes", nodes, "--sale", SALE,
+                 "--seconds", str(seconds)], stdout=out, preexec_fn=die_with_parent))
+        else:
+            print(f"faults: {RUST_BUYER} is missing (make examples): no Rust buyers", flush=True)
         faults: List[Fault] = []
-        nemesis = Nemesis(cluster, network, CLIENTS, LOCK, seed, faults.append)
+        nemesis = Nemesis(cluster, network, clients, LOCK, seed, faults.append)
         nemesis.run(steps, stop_at)
         for worker in workers:
             worker.wait(timeout=max(stop_at - time.time(), 0) + 60)
@@ -126,7 +140,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         cluster.wait_converged()
         final = final_state(cluster, store_path)
         ops: List[Op] = []
-        for n in range(len(CLIENTS)):
+        for n in range(len(clients)):
             with open(os.path.join(options.out, f"history-{n}.jsonl")) as f:
                 ops += list(read(f))
         ops.sort(key=lambda op: op.start)
