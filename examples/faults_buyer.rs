@@ -5,7 +5,8 @@
 //! schema of tools/faults/history.py (`ok` applied, `fail` known not applied, `info` unknown).
 //!
 //! Usage: `faults_buyer --name N --source IP --nodes URL,URL,... --sale NAME --seconds S
-//! [--buyers 8]`.
+//! [--buyers 8] [--run DIR]` (`--run`: the run's folder, unused but on the command line, so
+//! that the harness's cleanup check finds the process by it).
 
 use seckill_client::aio::{ClusterSession, FlashSale, PartitionedSale};
 use seckill_client::{Error, RetryPolicy};

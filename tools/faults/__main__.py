@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Dict, List, Optional
+from typing import IO, Dict, List, Optional
 
 import redis
 
@@ -43,6 +43,17 @@ PARTITIONS, LIMIT = 16, 2
 #: out in the middle of the run and both halves are seen under faults.
 STOCK_PER_S = 300
 PLANTS = ["no-ids", "unfenced-store", "counter-fences"]
+
+
+def _spawn(workers: List[subprocess.Popen[bytes]], out: IO[str], env: Dict[str, str], args: List[str]) -> None:
+    """Starts a client process writing to ``out``, kept in ``workers`` for the cleanup. Ctrl-C is
+    held off meanwhile: one arriving between the fork and the append would leave the process
+    out of the cleanup."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        workers.append(subprocess.Popen(args, stdout=out, env=env, preexec_fn=die_with_parent))
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def _stop_on_signals() -> None:
@@ -115,19 +126,21 @@ def main(argv: Optional[List[str]] = None) -> int:
         env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "tools") + os.pathsep + os.environ.get("PYTHONPATH", ""))
         for n, address in enumerate(CLIENTS):
             out = open(os.path.join(options.out, f"history-{n}.jsonl"), "w")
-            workers.append(subprocess.Popen(
-                [sys.executable, "-m", "faults.workload", "--name", f"c{n}", "--source", address,
-                 "--entry", cluster.nodes[n].name, "--sale", SALE, "--lock", LOCK, "--store", store_path,
-                 "--seconds", str(seconds), "--seed", str(seed + n), "--plant", options.plant,
-                 *(["--cache"] if n == 0 else [])], stdout=out, env=env, preexec_fn=die_with_parent))
+            _spawn(workers, out, env,
+                   [sys.executable, "-m", "faults.workload", "--name", f"c{n}", "--source", address,
+                    "--entry", cluster.nodes[n].name, "--sale", SALE, "--lock", LOCK, "--store", store_path,
+                    "--seconds", str(seconds), "--seed", str(seed + n), "--plant", options.plant,
+                    *(["--cache"] if n == 0 else [])])
         clients = list(CLIENTS)
         if os.path.exists(RUST_BUYER):
             clients.append(RUST_CLIENT)
             nodes = ",".join(f"redis://{node.name}/" for node in cluster.nodes)
             out = open(os.path.join(options.out, f"history-{len(CLIENTS)}.jsonl"), "w")
-            workers.append(subprocess.Popen(
-                [RUST_BUYER, "--name", "rust", "--source", RUST_CLIENT, "--nodes", nodes, "--sale", SALE,
-                 "--seconds", str(seconds)], stdout=out, preexec_fn=die_with_parent))
+            # --run names the run on the command line, as the Python workers' paths do: the
+            # Ctrl-C test finds whatever of the run is left by it.
+            _spawn(workers, out, env,
+                   [RUST_BUYER, "--name", "rust", "--source", RUST_CLIENT, "--nodes", nodes, "--sale", SALE,
+                    "--seconds", str(seconds), "--run", options.out])
         else:
             print(f"faults: {RUST_BUYER} is missing (make examples): no Rust buyers", flush=True)
         faults: List[Fault] = []
