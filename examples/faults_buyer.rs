@@ -82,7 +82,7 @@ async fn buyer(
     while now() < stop_at {
         let user = format!("{process}-u{count}");
         count += 1;
-        let acked = count % 2 == 0;
+        let acked = count.is_multiple_of(2);
         let start = now();
         let result = if acked {
             sale.try_buy_acked(&mut session, &user, 1, 1, 500)
