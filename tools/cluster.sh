@@ -44,11 +44,17 @@ start() {
   echo "try: $REDIS_CLI -c -p $BASE cluster nodes    stop: make cluster-stop"
 }
 
+# Stops the nodes started from DIR, whatever CLUSTER_PORT they were given (each node's folder
+# is named by its port); the ports of CLUSTER_PORT too, for a DIR that is gone.
 stop() {
-  for port in $PORTS; do
-    "$REDIS_CLI" -p "$port" shutdown nosave >/dev/null 2>&1 || true
+  local ports="$PORTS" stopped=""
+  for pidfile in "$DIR"/*/redis.pid; do
+    [ -f "$pidfile" ] && ports="$ports $(basename "$(dirname "$pidfile")")"
   done
-  echo "cluster on $BASE-$((BASE + 5)) stopped"
+  for port in $(echo "$ports" | tr ' ' '\n' | sort -un); do
+    if "$REDIS_CLI" -p "$port" shutdown nosave >/dev/null 2>&1; then stopped="$stopped $port"; fi
+  done
+  echo "cluster stopped (ports:${stopped:- none running})"
 }
 
 status() {
