@@ -488,3 +488,27 @@ def test_asyncio_buyers_sell_out_exactly_while_two_masters_join_and_the_cluster_
     finally:
         for node in joined:
             node.kill()
+
+
+def test_a_pool_smaller_than_the_calls_in_flight_fails_them_unless_it_blocks(server):
+    """Sizing redis-py's asyncio pool (clients/python/README.md): the package's reads go through
+    the application's client, so 200 concurrent calls on a pool of 10 connections fail with
+    redis-py's "too many connections" (``MaxConnectionsError``, a ``ConnectionError``); a
+    ``BlockingConnectionPool`` of the same size makes them wait their turn instead: none fails."""
+
+    async def run(client: redis.asyncio.Redis, name: str) -> list:
+        sale = await seckill.asyncio.Sale.create(client, name, SaleSpec(stock=1_000, partitions=1))
+
+        async def one(n: int) -> int:
+            await sale.try_buy(f"u{n}")
+            return await sale.bought(f"u{n}")
+
+        answers = await asyncio.gather(*(one(n) for n in range(200)), return_exceptions=True)
+        await client.aclose()
+        return [a for a in answers if isinstance(a, BaseException)]
+
+    small = redis.asyncio.Redis(port=server, protocol=PROTOCOL, max_connections=10)
+    failures = asyncio.run(run(small, "pool:small"))
+    assert failures and all(isinstance(f, redis.ConnectionError) for f in failures), failures[:3]
+    pool = redis.asyncio.BlockingConnectionPool(port=server, protocol=PROTOCOL, max_connections=10, timeout=10)
+    assert asyncio.run(run(redis.asyncio.Redis(connection_pool=pool), "pool:blocking")) == []
