@@ -25,20 +25,34 @@ fn run(program: &Path, args: &[&str]) -> String {
     stdout
 }
 
+/// `program args` twice in a row against the same server, as a user runs an example again:
+/// the second run's output, which must equal the first's.
+fn run_twice(program: &Path, args: &[&str]) -> String {
+    let first = run(program, args);
+    let second = run(program, args);
+    assert_eq!(
+        first,
+        second,
+        "{} ran differently the second time",
+        program.display()
+    );
+    second
+}
+
 #[test]
 fn rust_client_example_sells_exactly_the_stock() {
     let server = Server::start();
-    let out = run(&example_binary("sale"), &[&server.url()]);
+    let out = run_twice(&example_binary("sale"), &[&server.url()]);
     assert!(out.contains("10 winners, sold 10 of 10"), "{out}");
 }
 
-/// Runs `examples/python/<script>` (redis-py in `.venv`) against a fresh server.
+/// Runs `examples/python/<script>` (redis-py in `.venv`) twice against a fresh server.
 fn run_python_example(script: &str) -> String {
     let server = Server::start();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let python = root.join(".venv/bin/python");
     let script = root.join("examples/python").join(script);
-    run(
+    run_twice(
         &python,
         &[script.to_str().unwrap(), &server.port.to_string()],
     )

@@ -15,7 +15,7 @@ PORT = int(sys.argv[1]) if len(sys.argv) > 1 else 6379
 
 async def main() -> None:
     client = redis.asyncio.Redis(host="127.0.0.1", port=PORT)
-    sale = await Sale.create(client, "example:sale:asyncio", SaleSpec(stock=100, partitions=1))
+    sale = await Sale.create(client, "example:sale:asyncio", SaleSpec(stock=100, partitions=1), replace=True)
     # 1 000 tasks for 800 users: some tap twice, and LIMIT 1 holds.
     codes = await asyncio.gather(*(sale.try_buy(f"user-{i % 800}") for i in range(1_000)))
     winners = [i % 800 for i, code in enumerate(codes) if code >= 0]

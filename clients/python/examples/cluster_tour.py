@@ -16,7 +16,7 @@ NAME = "sale:tour"
 
 def main(cluster) -> dict:
     PartitionedSale.delete(cluster, NAME)  # a fresh tour each time
-    sale = PartitionedSale.create(cluster, NAME, SaleSpec(stock=1_000, partitions=16, limit=2))
+    sale = PartitionedSale.create(cluster, NAME, SaleSpec(stock=1_000, partitions=16, limit=2), replace=True)
     where = Counter(f"{n.host}:{n.port}" for n in map(cluster.get_node_from_key, sale.keys))
     print(f"created {NAME}: 1000 units in 16 partitions on {len(where)} masters {dict(where)}")
 

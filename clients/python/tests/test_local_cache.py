@@ -268,6 +268,6 @@ def test_the_sold_out_cache_example_runs(server, page):
 
     text = (REPO / page).read_text(encoding="utf-8")
     block = text.split("<!-- sold-out-cache-example -->\n```python\n", 1)[1].split("```", 1)[0]
-    redis.Redis(port=server).delete("sale:flash")
     block = block.replace("redis.Redis()", f"redis.Redis(port={server}, protocol={PROTOCOL})")
-    exec(compile(block, page, "exec"), {})
+    for _ in range(2):  # a block that runs once runs twice: replace=True resets the sale
+        exec(compile(block, page, "exec"), {})

@@ -178,3 +178,46 @@ def test_an_acknowledged_purchase_reports_its_replicas(cluster):
     assert code >= 0 and acked == 1
     assert sale.try_buy_acked("carol")[0] == SOLD_OUT
     assert sale.info().sold == 2
+
+
+@pytest.mark.parametrize("kind", ["one-key", "partitioned"])
+def test_create_with_replace_resets_a_sale_sync_and_async(server, kind):
+    """``create(..., replace=True)``: a sale of that name (buyers, events, partitions) is reset
+    to the new spec; without it SaleExistsError; a bad ``replace`` writes nothing."""
+    import asyncio
+
+    import redis.asyncio
+
+    import seckill.asyncio
+    from conftest import PROTOCOL
+
+    client = redis.Redis(port=server, protocol=PROTOCOL)
+    if kind == "one-key":
+        make, name = seckill.Sale.create, "sale:replaced"
+        spec, other = SaleSpec(stock=3, partitions=1, events=True), SaleSpec(stock=5, partitions=1)
+    else:
+        make, name = PartitionedSale.create, "sale:replaced-p"
+        spec, other = SaleSpec(stock=8, partitions=4, events=True), SaleSpec(stock=5, partitions=2)
+    sale = make(client, name, spec)
+    assert sale.try_buy("alice") >= 0
+    with pytest.raises(seckill.SaleExistsError):
+        make(client, name, spec)
+    keys = sorted(client.keys("*"))
+    with pytest.raises(TypeError):
+        make(client, name, other, replace="yes")
+    assert sorted(client.keys("*")) == keys, "nothing written"
+    fresh = make(client, name, other, replace=True)
+    info = fresh.info()
+    assert (info.stock, info.sold, info.remaining) == (5, 0, 5)
+    assert fresh.bought("alice") == 0 and list(fresh.buyers()) == []
+    assert not [k for k in client.keys("*") if b"events" in k], "the old events went with it"
+
+    async def again() -> int:
+        aclient = redis.asyncio.Redis(port=server, protocol=PROTOCOL)
+        amake = seckill.asyncio.Sale.create if kind == "one-key" else seckill.asyncio.PartitionedSale.create
+        replaced = await amake(aclient, name, spec, replace=True)
+        remaining = (await replaced.info()).remaining
+        await aclient.aclose()
+        return remaining
+
+    assert asyncio.run(again()) == spec.stock

@@ -307,7 +307,18 @@ impl Sale {
         spec: &SaleSpec,
     ) -> Result<Sale> {
         Ok(Sale(
-            crate::Sale::create_on(&mut Tokio::new(con), key, spec).await?,
+            crate::Sale::create_on(&mut Tokio::new(con), key, spec, false).await?,
+        ))
+    }
+
+    /// See [`crate::Sale::replace`].
+    pub async fn replace<C: ConnectionLike + Send>(
+        con: &mut C,
+        key: &str,
+        spec: &SaleSpec,
+    ) -> Result<Sale> {
+        Ok(Sale(
+            crate::Sale::create_on(&mut Tokio::new(con), key, spec, true).await?,
         ))
     }
 
@@ -347,7 +358,19 @@ impl PartitionedSale {
     ) -> Result<PartitionedSale> {
         let link = &mut Tokio::new(con);
         Ok(PartitionedSale(
-            crate::PartitionedSale::create_on(link, name, spec).await?,
+            crate::PartitionedSale::create_on(link, name, spec, false).await?,
+        ))
+    }
+
+    /// See [`crate::PartitionedSale::replace`].
+    pub async fn replace<C: ConnectionLike + Send>(
+        con: &mut C,
+        name: &str,
+        spec: &SaleSpec,
+    ) -> Result<PartitionedSale> {
+        let link = &mut Tokio::new(con);
+        Ok(PartitionedSale(
+            crate::PartitionedSale::create_on(link, name, spec, true).await?,
         ))
     }
 

@@ -87,17 +87,41 @@ impl PartitionedSale {
         name: &str,
         spec: &SaleSpec,
     ) -> Result<PartitionedSale> {
-        block_on(PartitionedSale::create_on(&mut Blocking(con), name, spec))
+        block_on(PartitionedSale::create_on(
+            &mut Blocking(con),
+            name,
+            spec,
+            false,
+        ))
+    }
+
+    /// [`PartitionedSale::create`], deleting a sale of that name first (partitions, streams,
+    /// manifest): Python's `create(..., replace=True)`.
+    pub fn replace<C: ConnectionLike>(
+        con: &mut C,
+        name: &str,
+        spec: &SaleSpec,
+    ) -> Result<PartitionedSale> {
+        block_on(PartitionedSale::create_on(
+            &mut Blocking(con),
+            name,
+            spec,
+            true,
+        ))
     }
 
     pub(crate) async fn create_on<L: Link>(
         link: &mut L,
         name: &str,
         spec: &SaleSpec,
+        replace: bool,
     ) -> Result<PartitionedSale> {
         check_name(name)?;
         spec.check()?;
         key::require_module(link).await?;
+        if replace {
+            PartitionedSale::delete_on(link, name).await?;
+        }
         // The claim: whoever sets the manifest's first field owns the name, for a while.
         let claim_ms = CREATE_CLAIM_MS + u64::from(spec.partitions);
         let claimed: i64 = link

@@ -57,13 +57,20 @@ impl Sale {
     /// hash tag, or `{key}:events`). Every argument and the module are checked before anything
     /// is written; [`Error::SaleExists`] if a sale is there already.
     pub fn create<C: ConnectionLike>(con: &mut C, key: &str, spec: &SaleSpec) -> Result<Sale> {
-        block_on(Sale::create_on(&mut Blocking(con), key, spec))
+        block_on(Sale::create_on(&mut Blocking(con), key, spec, false))
+    }
+
+    /// [`Sale::create`], resetting a sale already at `key` to `spec` (no buyers; its event
+    /// stream deleted) instead of refusing it: Python's `create(..., replace=True)`.
+    pub fn replace<C: ConnectionLike>(con: &mut C, key: &str, spec: &SaleSpec) -> Result<Sale> {
+        block_on(Sale::create_on(&mut Blocking(con), key, spec, true))
     }
 
     pub(crate) async fn create_on<L: Link>(
         link: &mut L,
         key: &str,
         spec: &SaleSpec,
+        replace: bool,
     ) -> Result<Sale> {
         if key.is_empty() {
             return Err(Error::InvalidArgument(
@@ -89,6 +96,13 @@ impl Sale {
             }
         }
         key::require_module(link).await?;
+        if replace {
+            // The old sale's events go with it; INIT ... REPLACE resets the key in one step.
+            if let Some(stream) = key::events_stream_of(key) {
+                let _: () = link.query(redis::cmd("DEL").arg(stream)).await?;
+            }
+            init.arg("REPLACE");
+        }
         let _: () = link.query(&init).await?;
         Ok(Sale::new(key))
     }

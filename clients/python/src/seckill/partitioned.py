@@ -110,12 +110,16 @@ class PartitionedOps(SaleOps):
     # -- creating, opening, deleting ------------------------------------------------------
 
     @staticmethod
-    def _create_op(name: str, spec: SaleSpec) -> Operation[None]:
+    def _create_op(name: str, spec: SaleSpec, replace: bool = False) -> Operation[None]:
         """The claim, the partitions, then the manifest with its ``ready`` mark in one HSET;
-        a failure gives the name back."""
+        a failure gives the name back. ``replace``: the sale of that name is deleted first."""
         _check_name(name)
+        if not isinstance(replace, bool):
+            raise TypeError(f"replace must be a bool, not {type(replace).__name__}")
         spec.check()
         yield from _key.require_module()
+        if replace:
+            yield from PartitionedOps._delete_op(name)
         # The claim: whoever sets the manifest's first field owns the name, for a while.
         claim_ms = CREATE_CLAIM_MS + spec.partitions
         if not int((yield Call(("EVAL", _CLAIM_SCRIPT, 1, name, spec.partitions, claim_ms)))):
@@ -398,7 +402,8 @@ class PartitionedSale(PartitionedOps, FlashSale):
 
     @classmethod
     def create(cls, client: Any, name: str, spec: SaleSpec, seal_ms: int = DEFAULT_SEAL_MS,
-               retry: RetryPolicy = RetryPolicy(), *, local_cache: bool = False) -> "PartitionedSale":
+               retry: RetryPolicy = RetryPolicy(), *, local_cache: bool = False,
+               replace: bool = False) -> "PartitionedSale":
         """Creates the sale ``name``: its partitions ``{name/0}`` .. ``{name/P-1}`` (each
         with its share of the stock, and its stream ``{name/i}:events`` with ``events``),
         then the manifest hash ``name``. Every setting is checked (TypeError,
@@ -406,8 +411,9 @@ class PartitionedSale(PartitionedOps, FlashSale):
         ModuleTooOldError), before anything is written. Raises SaleExistsError if that
         manifest exists. The name is claimed with an expiry that the finished manifest drops:
         a create that fails half way gives the name back at once, one whose process died
-        within CREATE_CLAIM_MS. ``local_cache``: see ``Sale``."""
-        run(cls._create_op(name, spec), client)
+        within CREATE_CLAIM_MS. ``local_cache``: see ``Sale``. ``replace``: a sale of that name
+        is deleted first (partitions, streams, manifest), then this one is made."""
+        run(cls._create_op(name, spec, replace), client)
         return cls(client, name, spec, seal_ms, retry, local_cache=local_cache)
 
     @classmethod

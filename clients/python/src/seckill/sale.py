@@ -27,8 +27,10 @@ class OneKeyOps(SaleOps):
         self._cache_id, self._cache_keys, self._whole_sale = f"key:{key}", [key], False
 
     @staticmethod
-    def _create_op(key: str, spec: SaleSpec) -> Operation[None]:
+    def _create_op(key: str, spec: SaleSpec, replace: bool = False) -> Operation[None]:
         _key.check_key(key)
+        if not isinstance(replace, bool):
+            raise TypeError(f"replace must be a bool, not {type(replace).__name__}")
         if spec.partitions != 1:
             raise InvalidArgumentError(
                 "a one-key sale has partitions=1 (PartitionedSale spreads a sale over more)"
@@ -45,6 +47,12 @@ class OneKeyOps(SaleOps):
             if spec.events_maxlen is not None:
                 args += ["MAXLEN", spec.events_maxlen]
         yield from _key.require_module()
+        if replace:
+            # The old sale's events go with it; INIT ... REPLACE resets the key in one step.
+            stream = _key.events_stream_of(key)
+            if stream is not None:
+                yield Call(("DEL", stream))
+            args += ["REPLACE"]
         yield Call(tuple(args))
 
     @staticmethod
@@ -116,12 +124,13 @@ class Sale(OneKeyOps, FlashSale):
 
     @classmethod
     def create(cls, client: Any, key: str, spec: SaleSpec, retry: RetryPolicy = RetryPolicy(), *,
-               local_cache: bool = False) -> "Sale":
+               local_cache: bool = False, replace: bool = False) -> "Sale":
         """Makes the sale at ``key`` (``SECKILL.INIT``, one command) from ``spec``, whose
         ``partitions`` must be 1; with ``events``, its stream is ``key:events`` in the key's
         hash slot (the key's hash tag, or ``{key}:events``). Every argument and the module are
-        checked before anything is written; SaleExistsError if a sale is there already."""
-        run(cls._create_op(key, spec), client)
+        checked before anything is written; SaleExistsError if a sale is there already, unless
+        ``replace``: then that sale is reset to ``spec`` (no buyers; its event stream deleted)."""
+        run(cls._create_op(key, spec, replace), client)
         return cls(client, key, retry, local_cache=local_cache)
 
     @classmethod

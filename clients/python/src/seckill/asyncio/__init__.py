@@ -188,9 +188,9 @@ class Sale(OneKeyOps, FlashSale):
 
     @classmethod
     async def create(cls, client: Any, key: str, spec: SaleSpec, retry: RetryPolicy = RetryPolicy(), *,
-                     local_cache: bool = False) -> "Sale":
+                     local_cache: bool = False, replace: bool = False) -> "Sale":
         """See ``seckill.Sale.create``."""
-        await run(cls._create_op(key, spec), client)
+        await run(cls._create_op(key, spec, replace), client)
         return cls(client, key, retry, local_cache=local_cache)
 
     @classmethod
@@ -210,9 +210,10 @@ class PartitionedSale(PartitionedOps, FlashSale):
 
     @classmethod
     async def create(cls, client: Any, name: str, spec: SaleSpec, seal_ms: int = DEFAULT_SEAL_MS,
-                     retry: RetryPolicy = RetryPolicy(), *, local_cache: bool = False) -> "PartitionedSale":
+                     retry: RetryPolicy = RetryPolicy(), *, local_cache: bool = False,
+                     replace: bool = False) -> "PartitionedSale":
         """See ``seckill.PartitionedSale.create``."""
-        await run(cls._create_op(name, spec), client)
+        await run(cls._create_op(name, spec, replace), client)
         return cls(client, name, spec, seal_ms, retry, local_cache=local_cache)
 
     @classmethod
