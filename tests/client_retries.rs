@@ -200,6 +200,11 @@ fn a_server_without_the_module_is_named_before_any_write() {
         Err(e @ Error::ModuleMissing) => assert!(e.to_string().contains("--loadmodule")),
         other => panic!("{:?}", other.map(|s| s.name().to_string())),
     }
+    // A lock too (it said "unknown command" before 0.9).
+    let lock =
+        seckill_client::Lock::new(redis::Client::open(url.as_str()).unwrap(), "lock:x", 1_000);
+    let held = lock.unwrap().hold(0).err();
+    assert!(matches!(held, Some(Error::ModuleMissing)), "{held:?}");
     let keys: i64 = redis::cmd("DBSIZE").query(&mut con).unwrap();
     assert_eq!(keys, 0, "nothing written");
 }

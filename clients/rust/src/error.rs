@@ -46,7 +46,10 @@ pub enum Error {
     /// (`LOCK.EXTEND` answered 0), or no renewal succeeded before the lease's local deadline.
     /// Stop before the next side effect; a fenced write of this holder's would be refused.
     LockLost { name: String, reason: String },
-    /// Anything else from the connection or the server (I/O, cluster down, WRONGTYPE, ...).
+    /// The key holds something else than what the call works on (a string, a list, ...):
+    /// Redis's `WRONGTYPE`. (A one-key sale opened as a partitioned one is [`Error::BadManifest`].)
+    WrongType(String),
+    /// Anything else from the connection or the server (I/O, cluster down, ...).
     Redis(redis::RedisError),
 }
 
@@ -59,6 +62,7 @@ impl fmt::Display for Error {
             Error::SaleExists(name) => write!(f, "a sale named {name:?} already exists"),
             Error::InvalidArgument(message) => write!(f, "invalid argument: {message}"),
             Error::BadManifest(why) => write!(f, "bad sale manifest: {why}"),
+            Error::WrongType(detail) => write!(f, "wrong type of key: {detail}"),
             Error::Contended { borrows } => write!(
                 f,
                 "the purchase borrowed stock {borrows} times and others bought it each time"
@@ -110,12 +114,25 @@ impl std::error::Error for Error {
 
 impl From<redis::RedisError> for Error {
     fn from(e: redis::RedisError) -> Error {
-        let detail = e.detail().unwrap_or_default().to_string();
-        match e.code() {
+        // A pipeline's failure (the lock's calls are pipelines) carries its command's error,
+        // whose detail the failure itself does not.
+        let first = e.clone().into_server_errors().and_then(|errors| {
+            let (_, error) = errors.first()?;
+            Some((error.code().to_string(), error.details()?.to_string()))
+        });
+        let (code, detail) = match first {
+            Some((code, detail)) => (Some(code), detail),
+            None => (
+                e.code().map(String::from),
+                e.detail().unwrap_or_default().to_string(),
+            ),
+        };
+        match code.as_deref() {
             Some("NOSALE") => Error::NoSale(detail),
+            Some("WRONGTYPE") => Error::WrongType(detail),
             Some("ERR") if detail.starts_with("a sale already exists") => Error::SaleExists(detail),
             Some("ERR") if detail.starts_with("the sale has no holds") => Error::NoHolds,
-            Some("ERR") if detail.starts_with("unknown command") && detail.contains("seckill.") => {
+            Some("ERR") if detail.starts_with("unknown command") && names_module(&detail) => {
                 Error::ModuleMissing
             }
             // The module's argument errors all say what must hold.
@@ -123,6 +140,12 @@ impl From<redis::RedisError> for Error {
             _ => Error::Redis(e),
         }
     }
+}
+
+/// Whether an unknown command is one of the module's (a sale's or a lock's).
+fn names_module(detail: &str) -> bool {
+    let detail = detail.to_ascii_lowercase();
+    detail.contains("seckill.") || detail.contains("lock.")
 }
 
 fn is_argument_error(detail: &str) -> bool {

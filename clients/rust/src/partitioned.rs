@@ -190,7 +190,13 @@ impl PartitionedSale {
 
     pub(crate) async fn open_on<L: Link>(link: &mut L, name: &str) -> Result<PartitionedSale> {
         check_name(name)?;
-        let fields: Vec<(String, String)> = link.query(cmd("HGETALL").arg(name)).await?;
+        let fields: Vec<(String, String)> = match link.query(cmd("HGETALL").arg(name)).await {
+            Err(e) if e.code() == Some("WRONGTYPE") => {
+                let why = format!("{name}: not a partitioned sale's manifest ({e})");
+                return Err(Error::BadManifest(why));
+            }
+            other => other?,
+        };
         if fields.is_empty() {
             return Err(Error::NoSale(name.to_string()));
         }

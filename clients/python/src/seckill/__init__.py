@@ -26,6 +26,7 @@ from .errors import (
     SaleExistsError,
     SeckillError,
     UnavailableError,
+    WrongTypeError,
 )
 from ._health import NotSentError
 from .flash_sale import FlashSale
@@ -39,6 +40,7 @@ from .spec import SaleSpec
 
 __all__ = [
     "BadManifestError",
+    "WrongTypeError",
     "CREATE_CLAIM_MS",
     "FlashSale",
     "MIN_MODULE_VERSION",

@@ -23,6 +23,11 @@ class BadManifestError(SeckillError):
     """The manifest exists but cannot be read as a partitioned sale."""
 
 
+class WrongTypeError(SeckillError):
+    """The key holds something else than what the call works on (a string, a list, a one-key
+    sale where a partitioned sale's manifest was expected, ...): Redis's ``WRONGTYPE``."""
+
+
 class ContendedError(SeckillError):
     """A purchase kept borrowing stock for its partition that other buyers took first."""
 
@@ -45,12 +50,14 @@ def translate(error: redis.exceptions.ResponseError) -> Exception:
     message = str(error)
     if message.startswith("NOSALE"):
         return NoSaleError(message)
+    if message.startswith("WRONGTYPE"):
+        return WrongTypeError(message)
     message = message[4:] if message.startswith("ERR ") else message
     if message.startswith("a sale already exists"):
         return SaleExistsError(message)
     if message.startswith("the sale has no holds"):
         return NoHoldsError(message)
-    if message.startswith("unknown command") and "seckill." in message.lower():
+    if message.startswith("unknown command") and ("seckill." in message.lower() or "lock." in message.lower()):
         return ModuleMissingError(
             "the server has no seckill module: start it with --loadmodule .../libseckill.so"
         )

@@ -14,7 +14,8 @@ from typing import Any, List, Optional, Tuple
 from . import _key
 from ._effects import Acquire, Call, Operation, Release, Sleep, run
 from ._node import NodeCall
-from .errors import BadManifestError, ContendedError, InvalidArgumentError, NoSaleError, SaleExistsError
+from .errors import (BadManifestError, ContendedError, InvalidArgumentError, NoSaleError, SaleExistsError,
+                     WrongTypeError)
 from .flash_sale import FlashSale, SaleOps
 from .info import Buyer, PartitionInfo, SaleEvent, SaleInfo, User, as_bytes, as_text, fields_of
 from .protocol import DRAINED, MAX_PARTITIONS, SOLD_OUT
@@ -160,7 +161,11 @@ class PartitionedOps(SaleOps):
     @staticmethod
     def _open_op(name: str) -> Operation[SaleSpec]:
         _check_name(name)
-        fields = {k: as_text(v) for k, v in fields_of((yield Call(("HGETALL", name)))).items()}
+        try:
+            reply = yield Call(("HGETALL", name))
+        except WrongTypeError as error:
+            raise BadManifestError(f"{name}: not a partitioned sale's manifest ({error})") from error
+        fields = {k: as_text(v) for k, v in fields_of(reply).items()}
         if not fields:
             raise NoSaleError(name)
         yield from _key.require_module()
