@@ -62,3 +62,30 @@ def test_a_key_of_another_type_is_a_wrong_type_error_everywhere(server):
     with pytest.raises(BadManifestError):
         seckill.PartitionedSale.open(client, "one-key")
     assert sorted(client.keys("*")) == [b"one-key", b"plain", b"{p/0}"]
+
+
+def test_a_client_of_the_other_api_is_a_type_error_before_any_io(server):
+    """A sync client given to ``seckill.asyncio`` (or the reverse) is a TypeError that says
+    which to use, at construction and in ``create``/``open``, nothing written (it was an
+    AttributeError about a coroutine, or an ``await`` on a dict)."""
+    sync_client = redis.Redis(port=server, protocol=PROTOCOL)
+    async_client = redis.asyncio.Redis(port=server, protocol=PROTOCOL)
+    spec = SaleSpec(stock=1, partitions=1)
+    for call in (
+        lambda: seckill.Sale(async_client, "mix"),
+        lambda: seckill.Sale.create(async_client, "mix", spec),
+        lambda: seckill.PartitionedSale.open(async_client, "mix"),
+        lambda: Lock(async_client, "mix"),
+        lambda: seckill.asyncio.Sale(sync_client, "mix"),
+        lambda: seckill.asyncio.Lock(sync_client, "mix"),
+    ):
+        with pytest.raises(TypeError, match="seckill"):
+            call()
+
+    async def main() -> None:
+        with pytest.raises(TypeError, match="sync classes"):
+            await seckill.asyncio.Sale.create(sync_client, "mix", spec)
+        await async_client.aclose()
+
+    asyncio.run(main())
+    assert sync_client.keys("*") == []

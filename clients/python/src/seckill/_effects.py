@@ -83,8 +83,23 @@ def perform(client: Any, effect: Effect) -> Any:
     raise TypeError(f"unknown effect {effect!r}")
 
 
+def check_client(client: Any, asyncio: bool) -> None:
+    """TypeError for a client of the other API: a ``redis.asyncio`` one given to the sync
+    classes, or a sync one given to ``seckill.asyncio`` (which would fail later, with an
+    AttributeError about a coroutine, or an ``await`` on a dict)."""
+    import redis.asyncio
+
+    if asyncio and isinstance(client, (redis.Redis, redis.RedisCluster)):
+        raise TypeError(f"seckill.asyncio needs a redis.asyncio client (Redis or RedisCluster), not "
+                        f"{type(client).__module__}.{type(client).__name__}: use seckill's sync classes for it")
+    if not asyncio and isinstance(client, (redis.asyncio.Redis, redis.asyncio.RedisCluster)):
+        raise TypeError(f"seckill's sync classes need a sync client (redis.Redis or RedisCluster), not "
+                        f"{type(client).__module__}.{type(client).__name__}: use seckill.asyncio for it")
+
+
 def run(operation: Operation[T], client: Any) -> T:
     """Runs ``operation`` to its end on the sync ``client``."""
+    check_client(client, asyncio=False)
     return drive(operation, lambda effect: perform(client, effect))
 
 

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Optional, Tuple, Union
 
-from ._effects import Sleep
+from ._effects import Sleep, check_client
 from ._node import NodeCall
 from .errors import InvalidArgumentError, LockLost, LockTimeout
 from .info import as_text
@@ -108,6 +108,9 @@ class LockBase:
     """What the sync and the asyncio ``Lock`` share: the settings, checked here before anything
     is sent (``InvalidArgumentError``), the client, and the replica count."""
 
+    #: Whether the class is seckill.asyncio's (its client must be a redis.asyncio one).
+    _asyncio = False
+
     def __init__(
         self,
         client: Any,
@@ -120,6 +123,7 @@ class LockBase:
         replica_timeout_ms: int = DEFAULT_REPLICA_TIMEOUT_MS,
         margin_ms: Optional[int] = None,
     ) -> None:
+        check_client(client, self._asyncio)
         self.settings = LockSettings.build(name, ttl_ms, renew_ms, max_hold_ms, replicas, replica_timeout_ms, margin_ms)
         self.client = client
         self.replicas = ReplicaCount(self.settings.replicas)

@@ -10,7 +10,7 @@ from typing import Any, Iterator, List, Optional, Tuple
 
 import redis
 
-from ._effects import Operation, run
+from ._effects import Operation, check_client, run
 from ._health import NodeHealth
 from ._node import nodes_of
 from ._tracking import MOVED, STALLED_READING_S, SoldOutCache, cache_of, route
@@ -119,6 +119,7 @@ class FlashSale(SaleOps):
     _new_lock = staticmethod(threading.Lock)
 
     def __init__(self, client: Any, retry: RetryPolicy, local_cache: bool = False) -> None:
+        check_client(client, asyncio=False)
         super().__init__(client, retry, local_cache)
         self._turns = BuyerTurns()
 

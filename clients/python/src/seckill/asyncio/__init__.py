@@ -18,7 +18,7 @@ from typing import Any, Awaitable, Callable, Generator, List, Optional, Tuple
 import redis
 import redis.asyncio
 
-from .._effects import Acquire, Call, Effect, Operation, Release, Sleep
+from .._effects import Acquire, Call, Effect, Operation, Release, Sleep, check_client
 from .._node import CLUSTER_CLIENT_SLIPS, READ_ONLY, NodeCall, lost_node, slipped
 from .._tracking import MOVED, STALLED_READING_S
 from ._node import nodes_of
@@ -74,6 +74,7 @@ async def _perform(client: Any, effect: Effect) -> Any:
 async def run(operation: Operation[Any], client: Any) -> Any:
     """Runs ``operation`` to its end on the asyncio ``client``. A cancelled task's
     CancelledError is thrown into the operation, so its locks are released on the way out."""
+    check_client(client, asyncio=True)
     return await drive(operation, lambda effect: _perform(client, effect))
 
 
@@ -100,6 +101,7 @@ class FlashSale(SaleOps):
     _new_lock = staticmethod(asyncio.Lock)
 
     def __init__(self, client: Any, retry: RetryPolicy, local_cache: bool = False) -> None:
+        check_client(client, asyncio=True)
         super().__init__(client, retry, local_cache)
         self._turns = AsyncBuyerTurns()
 

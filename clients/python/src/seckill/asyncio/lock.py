@@ -30,6 +30,8 @@ class Lock(LockBase):
     """``seckill.Lock`` on ``redis.asyncio.Redis`` or ``redis.asyncio.RedisCluster``. Share one
     between the tasks of one event loop."""
 
+    _asyncio = True
+
     def hold(self, wait_ms: int = 5_000) -> "Holding":
         """``async with lock.hold(wait_ms=...) as guard`` (or ``guard = await lock.hold()``):
         see ``seckill.Lock.hold``. The arguments are checked here, before anything is sent."""
