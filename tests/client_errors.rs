@@ -59,3 +59,77 @@ fn a_key_of_another_type_is_a_wrong_type_error_everywhere() {
     let opened = PartitionedSale::open(&mut con, "one-key").err();
     assert!(matches!(opened, Some(Error::BadManifest(_))), "{opened:?}");
 }
+
+/// The argument policy, one table for every call with a user or a quantity (the types keep
+/// out the rest): an empty or 513-byte user id, a quantity of 0 or past 2^63 - 1, is
+/// `Error::InvalidArgument` before anything is sent, sync and async; the keyspace is the same
+/// after (DUMP of every key).
+#[test]
+fn every_bad_argument_is_refused_before_anything_is_sent() {
+    let server = Server::start();
+    let mut con = server.con();
+    let spec = SaleSpec::new(5, 1).limit(2).hold_ms(60_000);
+    let sale = Sale::create(&mut con, "args", &spec).unwrap();
+    let partitioned = PartitionedSale::create(&mut con, "args-p", &SaleSpec::new(5, 2)).unwrap();
+    let keyspace = |con: &mut redis::Connection| -> Vec<(String, Vec<u8>)> {
+        let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(con).unwrap();
+        keys.sort();
+        keys.into_iter()
+            .map(|k| {
+                let dump = seckill_harness::dump(con, &k);
+                (k, dump)
+            })
+            .collect()
+    };
+    let before = keyspace(&mut con);
+    let long = vec![b'u'; seckill_client::MAX_USER_BYTES + 1];
+    let mut refused = 0;
+    for user in [&b""[..], &long[..]] {
+        for outcome in [
+            sale.try_buy(&mut con, user, 1).err(),
+            sale.try_buy_acked(&mut con, user, 1, 1, 10).err(),
+            sale.confirm(&mut con, user).err(),
+            sale.cancel(&mut con, user, None).err(),
+            sale.bought(&mut con, user).err(),
+            partitioned.try_buy(&mut con, user, 1).err(),
+            partitioned.bought(&mut con, user).err(),
+        ] {
+            assert!(
+                matches!(outcome, Some(Error::InvalidArgument(_))),
+                "{outcome:?}"
+            );
+            refused += 1;
+        }
+    }
+    for qty in [0, 1 << 63] {
+        for outcome in [
+            sale.try_buy(&mut con, "u", qty).err(),
+            sale.cancel(&mut con, "u", Some(qty)).err(),
+            sale.restock(&mut con, qty).err(),
+            partitioned.try_buy(&mut con, "u", qty).err(),
+        ] {
+            assert!(
+                matches!(outcome, Some(Error::InvalidArgument(_))),
+                "{outcome:?}"
+            );
+            refused += 1;
+        }
+    }
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let async_outcome = runtime.block_on(async {
+        let mut con = redis::Client::open(server.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        aio::FlashSale::try_buy(&aio::Sale::new("args"), &mut con, "", 1)
+            .await
+            .err()
+    });
+    assert!(
+        matches!(async_outcome, Some(Error::InvalidArgument(_))),
+        "{async_outcome:?}"
+    );
+    assert!(refused >= 20);
+    assert_eq!(keyspace(&mut con), before, "nothing written");
+}

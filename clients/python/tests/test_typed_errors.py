@@ -89,3 +89,69 @@ def test_a_client_of_the_other_api_is_a_type_error_before_any_io(server):
 
     asyncio.run(main())
     assert sync_client.keys("*") == []
+
+
+BAD_USERS = [None, 7, True, ["x"], "", b"", "u" * 513, b"u" * 513]
+BAD_COUNTS = [None, "2", True, 2.0, 0, -1, 2**63]
+
+
+def _sale_calls(sale):
+    """Every public call of a sale taking a user or a count, with one argument replaced."""
+    for bad in BAD_USERS:
+        yield f"try_buy(user={bad!r:.20})", lambda b=bad: sale.try_buy(b)
+        yield f"try_buy_acked(user={bad!r:.20})", lambda b=bad: sale.try_buy_acked(b)
+        yield f"confirm(user={bad!r:.20})", lambda b=bad: sale.confirm(b)
+        yield f"cancel(user={bad!r:.20})", lambda b=bad: sale.cancel(b)
+        yield f"bought(user={bad!r:.20})", lambda b=bad: sale.bought(b)
+    for bad in BAD_COUNTS:
+        if bad is not None:  # qty None is "all" for cancel
+            yield f"try_buy(qty={bad!r})", lambda b=bad: sale.try_buy("u", b)
+            yield f"cancel(qty={bad!r})", lambda b=bad: sale.cancel("u", b)
+        if bad != 0:  # no replica and no wait are fine for WAIT
+            yield f"try_buy_acked(replicas={bad!r})", lambda b=bad: sale.try_buy_acked("u", 1, b)
+            yield f"try_buy_acked(timeout_ms={bad!r})", lambda b=bad: sale.try_buy_acked("u", 1, 1, b)
+        yield f"restock({bad!r})", lambda b=bad: sale.restock(b)
+
+
+@pytest.mark.parametrize("kind", ["one-key", "partitioned"])
+def test_every_bad_argument_is_typed_and_writes_nothing(server, kind):
+    """The argument policy (docs/clients.md, "Arguments"), one table for every call: a wrong
+    type (None, a list, a bool, a float, a str for a count) is ``ArgumentTypeError`` (a
+    TypeError); empty, too long (513 bytes) or out of range is ``InvalidArgumentError``; the
+    keyspace is the same after (DUMP of every key), sync and asyncio."""
+    client = redis.Redis(port=server, protocol=PROTOCOL)
+    if kind == "one-key":
+        sale = seckill.Sale.create(client, "args", SaleSpec(stock=5, partitions=1, limit=2, hold_ms=60_000))
+    else:
+        sale = seckill.PartitionedSale.create(client, "args", SaleSpec(stock=5, partitions=2, limit=2, hold_ms=60_000))
+    keyspace = {key: client.dump(key) for key in client.keys("*")}
+    count = 0
+    for what, call in _sale_calls(sale):
+        with pytest.raises(seckill.InvalidArgumentError) as raised:
+            call()
+        kind_of = type(raised.value).__name__
+        assert kind_of in ("ArgumentTypeError", "InvalidArgumentError"), what
+        count += 1
+    assert count > 60
+    with pytest.raises(TypeError):
+        sale.try_buy(None)
+    with pytest.raises(ValueError):
+        sale.try_buy("u" * 513)
+    with pytest.raises(seckill.InvalidArgumentError):
+        Lock(client, "lock:args", ttl_ms=10**30)
+    with pytest.raises(seckill.InvalidArgumentError):
+        Lock(client, "lock:args").hold(wait_ms=10**30)
+
+    async def main() -> None:
+        aclient = redis.asyncio.Redis(port=server, protocol=PROTOCOL)
+        opened = await (seckill.asyncio.Sale.open(aclient, "args") if kind == "one-key"
+                        else seckill.asyncio.PartitionedSale.open(aclient, "args"))
+        for bad in (None, True, "", "u" * 513):
+            with pytest.raises(seckill.InvalidArgumentError):
+                await opened.try_buy(bad)
+        with pytest.raises(TypeError):
+            await opened.cancel("u", True)
+        await aclient.aclose()
+
+    asyncio.run(main())
+    assert {key: client.dump(key) for key in client.keys("*")} == keyspace

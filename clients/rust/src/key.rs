@@ -11,6 +11,28 @@ use redis::{Value, cmd};
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 
+/// The longest user id, in bytes: the module's `seckill.max-user-bytes` default.
+pub const MAX_USER_BYTES: usize = 512;
+
+/// A call's user id and quantity by the crates's argument policy (docs/clients.md,
+/// "Arguments"), before anything is sent: a user id of 1 to MAX_USER_BYTES bytes, a quantity
+/// (`None`: all, for `cancel`) of 1 to 2^63 - 1.
+pub(crate) fn check_call(user: &[u8], qty: Option<u64>) -> Result<()> {
+    if user.is_empty() || user.len() > MAX_USER_BYTES {
+        return Err(Error::InvalidArgument(format!(
+            "a user id must be 1 to {MAX_USER_BYTES} bytes, got {}",
+            user.len()
+        )));
+    }
+    match qty {
+        Some(qty) if qty == 0 || qty > i64::MAX as u64 => Err(Error::InvalidArgument(format!(
+            "qty must be an integer between 1 and {}, got {qty}",
+            i64::MAX
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// `SECKILL.TRY key user qty ID attempt` under `retrier`: the command's code.
 pub(crate) async fn try_buy<L: Link>(
     link: &mut L,

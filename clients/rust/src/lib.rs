@@ -79,6 +79,7 @@ mod turns;
 pub use error::{Error, Result};
 pub use flash_sale::{ClientStats, FlashSale};
 pub use info::{Buyer, PartitionInfo, SaleEvent, SaleInfo};
+pub use key::MAX_USER_BYTES;
 pub use lock::{DEFAULT_REPLICA_TIMEOUT_MS, DEFAULT_TTL_MS, Lock, LockGuard, LockOptions};
 pub use partitioned::{CREATE_CLAIM_MS, DEFAULT_SEAL_MS, PartitionedSale};
 pub use protocol::{MAX_PARTITIONS, MIN_MODULE_VERSION};

@@ -283,7 +283,7 @@ mod tests {
         let mut link = Scripted::new(vec![Err(wrong), Ok(1)]);
         let refused = run(&policy, "a3", &mut link);
         assert!(
-            matches!(refused, Err(Error::Redis(_))) && link.calls == 1,
+            matches!(refused, Err(Error::WrongType(_))) && link.calls == 1,
             "not retried"
         );
         match run(&RetryPolicy::none(), "a4", &mut Scripted::new(vec![])) {

@@ -160,6 +160,7 @@ impl Sale {
         user: &[u8],
         qty: u64,
     ) -> Result<(TryReply, bool)> {
+        key::check_call(user, Some(qty))?;
         let server = self.buy_on_server(link, user, qty);
         crate::flash_sale::through_cache(self.cached.as_ref(), &self.counters, server).await
     }
@@ -201,15 +202,18 @@ impl Sale {
         user: &[u8],
         qty: Option<u64>,
     ) -> Result<u64> {
+        key::check_call(user, qty)?;
         let _turn = self.turns.take(user).await;
         key::cancel(link, &self.retry, &self.key, user, qty).await
     }
 
     pub(crate) async fn bought_on<L: Link>(&self, link: &mut L, user: &[u8]) -> Result<u64> {
+        key::check_call(user, None)?;
         key::bought(link, &self.key, user).await
     }
 
     pub(crate) async fn confirm_on<L: Link>(&self, link: &mut L, user: &[u8]) -> Result<bool> {
+        key::check_call(user, None)?;
         key::confirm(link, &self.key, user).await
     }
 

@@ -13,6 +13,7 @@ with escrow transfers, so the sale sells out completely.
 __version__ = "0.9.0"
 
 from .errors import (
+    ArgumentTypeError,
     BadManifestError,
     ContendedError,
     InvalidArgumentError,
@@ -39,6 +40,7 @@ from .sale import Sale
 from .spec import SaleSpec
 
 __all__ = [
+    "ArgumentTypeError",
     "BadManifestError",
     "WrongTypeError",
     "CREATE_CLAIM_MS",

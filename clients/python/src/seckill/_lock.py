@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Optional, Tuple, Union
 
+from ._args import integer
 from ._effects import Sleep, check_client
 from ._node import NodeCall
 from .errors import InvalidArgumentError, LockLost, LockTimeout
@@ -33,11 +34,7 @@ _GRACE_S = 1.0
 
 
 def _whole(value: Any, what: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgumentError(f"{what} must be an integer, got {value!r}")
-    if value < minimum:
-        raise InvalidArgumentError(f"{what} must be at least {minimum}, got {value}")
-    return value
+    return integer(what, value, minimum)
 
 
 def check_wait(wait_ms: Any) -> int:

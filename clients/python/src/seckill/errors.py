@@ -19,6 +19,11 @@ class InvalidArgumentError(SeckillError, ValueError):
     """The server (or the client, before sending) refused an argument."""
 
 
+class ArgumentTypeError(InvalidArgumentError, TypeError):
+    """An argument of the wrong type (a ``bool`` for an int, ``None`` for a user id, ...): a
+    ``TypeError``, and an ``InvalidArgumentError`` like every refused argument."""
+
+
 class BadManifestError(SeckillError):
     """The manifest exists but cannot be read as a partitioned sale."""
 

@@ -10,6 +10,7 @@ from typing import Any, Iterator, List, Optional, Tuple
 
 import redis
 
+from ._args import integer, optional_integer, user_id
 from ._effects import Operation, check_client, run
 from ._health import NodeHealth
 from ._node import nodes_of
@@ -30,6 +31,15 @@ class SaleOps:
     _cache_id: str
     _cache_keys: List[str]
     _whole_sale: bool
+
+    @staticmethod
+    def _check(user: Any, qty: Any = 1, replicas: Any = 0, timeout_ms: Any = 0) -> None:
+        """A call's arguments by the package's policy (``_args``), before anything is sent:
+        ``qty`` None is "all" (``cancel``)."""
+        user_id(user)
+        optional_integer("qty", qty, 1)
+        integer("replicas", replicas, 0)
+        integer("timeout_ms", timeout_ms, 0)
 
     def __init__(self, client: Any, retry: RetryPolicy, local_cache: bool = False) -> None:
         self.client = client
@@ -155,6 +165,7 @@ class FlashSale(SaleOps):
 
         With ``local_cache=True``, a sale this process saw sold out is refused here, with
         nothing sent, until Redis tells of a change (docs/clients.md, "The sold-out cache")."""
+        self._check(user, qty=qty)
         if self._refused_locally():
             return SOLD_OUT
         with self._turns.take(user):
@@ -168,6 +179,7 @@ class FlashSale(SaleOps):
         the timeout (0 for one that had to be sent again). A purchase acknowledged by a replica
         survives the failover to it (see docs/durability.md). The sold-out cache answers it as
         ``try_buy``: ``(SOLD_OUT, 0)``."""
+        self._check(user, qty=qty, replicas=replicas, timeout_ms=timeout_ms)
         if self._refused_locally():
             return SOLD_OUT, 0
         with self._turns.take(user):
@@ -178,11 +190,13 @@ class FlashSale(SaleOps):
     def confirm(self, user: User) -> bool:
         """Makes the user's held units final: False if nothing was held; NoHoldsError on a
         sale made without HOLD."""
+        self._check(user)
         return bool(self._run(self._confirm_op(user)))
 
     def cancel(self, user: User, qty: Optional[int] = None) -> int:
         """Returns ``qty`` of the user's units (all with None); replies the units returned.
         Retried under an attempt id as ``try_buy`` is: never returned twice."""
+        self._check(user, qty=qty)
         with self._turns.take(user):
             return int(self._run(self._cancel_op(user, qty)))
 
@@ -192,6 +206,7 @@ class FlashSale(SaleOps):
 
     def bought(self, user: User) -> int:
         """Units ``user`` owns (held or final)."""
+        self._check(user)
         return int(self._run(self._bought_op(user)))
 
     def info(self) -> SaleInfo:

@@ -20,7 +20,8 @@ from .flash_sale import FlashSale, SaleOps
 from .info import Buyer, PartitionInfo, SaleEvent, SaleInfo, User, as_bytes, as_text, fields_of
 from .protocol import DRAINED, MAX_PARTITIONS, SOLD_OUT
 from .retry import Retrier, RetryPolicy, is_retryable
-from .spec import MAX_UNITS, SaleSpec
+from ._args import integer
+from .spec import SaleSpec
 
 #: How long a partition that found no stock anywhere stays sealed (unless stock comes back).
 DEFAULT_SEAL_MS = 1_000
@@ -63,10 +64,7 @@ def _check_name(name: str) -> None:
 
 def check_units(units: int) -> None:
     """RESTOCK's units, checked before anything is sent."""
-    if not isinstance(units, int) or isinstance(units, bool):
-        raise TypeError(f"units must be an int, not {type(units).__name__}")
-    if not 1 <= units <= MAX_UNITS:
-        raise InvalidArgumentError(f"units must be an integer between 1 and {MAX_UNITS}")
+    integer("units", units, 1)
 
 
 class PartitionedOps(SaleOps):

@@ -6,11 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, List, Optional
 
-from .errors import InvalidArgumentError
+from ._args import MAX_UNITS, integer
+from .errors import ArgumentTypeError, InvalidArgumentError
 from .protocol import MAX_PARTITIONS
-
-#: Largest stock, limit or time: Redis integers are signed 64-bit.
-MAX_UNITS = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -31,12 +29,6 @@ class SaleSpec:
         """Raises TypeError or InvalidArgumentError (a ValueError) for any setting the module
         would refuse, before anything is written."""
 
-        def integer(what: str, value: Any, low: int, high: int = MAX_UNITS) -> None:
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise TypeError(f"{what} must be an int, not {type(value).__name__}")
-            if not low <= value <= high:
-                raise InvalidArgumentError(f"{what} must be an integer between {low} and {high}")
-
         integer("partitions", self.partitions, 1, MAX_PARTITIONS)
         integer("stock", self.stock, 0)
         integer("limit", self.limit, 1)
@@ -45,7 +37,7 @@ class SaleSpec:
             if value is not None:
                 integer(what, value, 1)
         if not isinstance(self.events, bool):
-            raise TypeError(f"events must be a bool, not {type(self.events).__name__}")
+            raise ArgumentTypeError(f"events must be a bool, not {type(self.events).__name__}")
         if self.start_ms is not None and self.end_ms is not None and self.start_ms >= self.end_ms:
             raise InvalidArgumentError("end_ms must be after start_ms")
         if self.events_maxlen is not None and not self.events:

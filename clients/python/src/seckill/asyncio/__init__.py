@@ -127,6 +127,7 @@ class FlashSale(SaleOps):
 
     async def try_buy(self, user: User, qty: int = 1) -> int:
         """See ``seckill.FlashSale.try_buy``."""
+        self._check(user, qty=qty)
         if self._refused_locally():
             return SOLD_OUT
         async with self._turns.take(user):
@@ -137,6 +138,7 @@ class FlashSale(SaleOps):
     async def try_buy_acked(self, user: User, qty: int = 1, replicas: int = 1,
                             timeout_ms: int = 1_000) -> Tuple[int, int]:
         """See ``seckill.FlashSale.try_buy_acked``."""
+        self._check(user, qty=qty, replicas=replicas, timeout_ms=timeout_ms)
         if self._refused_locally():
             return SOLD_OUT, 0
         async with self._turns.take(user):
@@ -146,10 +148,12 @@ class FlashSale(SaleOps):
 
     async def confirm(self, user: User) -> bool:
         """See ``seckill.FlashSale.confirm``."""
+        self._check(user)
         return bool(await self._run(self._confirm_op(user)))
 
     async def cancel(self, user: User, qty: Optional[int] = None) -> int:
         """See ``seckill.FlashSale.cancel``."""
+        self._check(user, qty=qty)
         async with self._turns.take(user):
             return int(await self._run(self._cancel_op(user, qty)))
 
@@ -159,6 +163,7 @@ class FlashSale(SaleOps):
 
     async def bought(self, user: User) -> int:
         """See ``seckill.FlashSale.bought``."""
+        self._check(user)
         return int(await self._run(self._bought_op(user)))
 
     async def info(self) -> SaleInfo:
