@@ -242,7 +242,7 @@ def test_one_master_frozen_mid_sale_the_others_keep_selling_and_the_sale_ends_ex
     stock = 40 * PARTITIONS
     nodes = unfailed_cluster
     cluster = redis.RedisCluster(host="127.0.0.1", port=nodes[0].port, protocol=PROTOCOL)
-    sale = PartitionedSale.create(cluster, "avail:mid", SaleSpec(stock=stock, partitions=PARTITIONS), 200)
+    sale = PartitionedSale.create(cluster, "avail:mid", SaleSpec(stock=stock, partitions=PARTITIONS), seal_ms=200)
     victim, _ = master_and_replica(nodes, sale.keys[0])
     users = _users_off(cluster, sale, victim.port, "mid", 4000)
     entry = next(node for node in nodes if node is not victim)

@@ -155,3 +155,20 @@ def test_every_bad_argument_is_typed_and_writes_nothing(server, kind):
 
     asyncio.run(main())
     assert {key: client.dump(key) for key in client.keys("*")} == keyspace
+
+
+def test_settings_after_the_spec_are_keyword_only(server):
+    """``create(c, name, spec, RetryPolicy(...))`` (a policy where ``seal_ms`` was) wrote the
+    sale and then failed; the settings after the spec are keyword-only now: a TypeError before
+    anything is written."""
+    client = redis.Redis(port=server, protocol=PROTOCOL)
+    with pytest.raises(TypeError):
+        seckill.PartitionedSale.create(client, "p:pos", SaleSpec(stock=3, partitions=4),
+                                       seckill.RetryPolicy(deadline_s=2))  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        seckill.Sale.create(client, "pos", SaleSpec(stock=3, partitions=1),
+                            seckill.RetryPolicy(deadline_s=2))  # type: ignore[misc]
+    assert client.keys("*") == []
+    sale = seckill.PartitionedSale.create(client, "p:pos", SaleSpec(stock=3, partitions=4),
+                                          retry=seckill.RetryPolicy(deadline_s=2), seal_ms=100)
+    assert sale.retry.deadline_s == 2

@@ -404,8 +404,8 @@ class PartitionedSale(PartitionedOps, FlashSale):
     threads."""
 
     @classmethod
-    def create(cls, client: Any, name: str, spec: SaleSpec, seal_ms: int = DEFAULT_SEAL_MS,
-               retry: RetryPolicy = RetryPolicy(), *, local_cache: bool = False,
+    def create(cls, client: Any, name: str, spec: SaleSpec, *, seal_ms: int = DEFAULT_SEAL_MS,
+               retry: RetryPolicy = RetryPolicy(), local_cache: bool = False,
                replace: bool = False) -> "PartitionedSale":
         """Creates the sale ``name``: its partitions ``{name/0}`` .. ``{name/P-1}`` (each
         with its share of the stock, and its stream ``{name/i}:events`` with ``events``),
@@ -420,8 +420,8 @@ class PartitionedSale(PartitionedOps, FlashSale):
         return cls(client, name, spec, seal_ms, retry, local_cache=local_cache)
 
     @classmethod
-    def open(cls, client: Any, name: str, seal_ms: int = DEFAULT_SEAL_MS,
-             retry: RetryPolicy = RetryPolicy(), *, local_cache: bool = False) -> "PartitionedSale":
+    def open(cls, client: Any, name: str, *, seal_ms: int = DEFAULT_SEAL_MS,
+             retry: RetryPolicy = RetryPolicy(), local_cache: bool = False) -> "PartitionedSale":
         """Opens the sale ``name`` from its manifest; checks the module's version too.
         ``local_cache``: see ``Sale``."""
         return cls(client, name, run(cls._open_op(name), client), seal_ms, retry, local_cache=local_cache)

@@ -123,7 +123,7 @@ class Sale(OneKeyOps, FlashSale):
     threads."""
 
     @classmethod
-    def create(cls, client: Any, key: str, spec: SaleSpec, retry: RetryPolicy = RetryPolicy(), *,
+    def create(cls, client: Any, key: str, spec: SaleSpec, *, retry: RetryPolicy = RetryPolicy(),
                local_cache: bool = False, replace: bool = False) -> "Sale":
         """Makes the sale at ``key`` (``SECKILL.INIT``, one command) from ``spec``, whose
         ``partitions`` must be 1; with ``events``, its stream is ``key:events`` in the key's
@@ -134,7 +134,7 @@ class Sale(OneKeyOps, FlashSale):
         return cls(client, key, retry, local_cache=local_cache)
 
     @classmethod
-    def open(cls, client: Any, key: str, retry: RetryPolicy = RetryPolicy(), *, local_cache: bool = False) -> "Sale":
+    def open(cls, client: Any, key: str, *, retry: RetryPolicy = RetryPolicy(), local_cache: bool = False) -> "Sale":
         """A handle once the server has shown a sale at ``key`` (NoSaleError if not) and a
         module this package works with (ModuleMissingError, ModuleTooOldError)."""
         run(cls._open_op(key), client)

@@ -194,14 +194,14 @@ class Sale(OneKeyOps, FlashSale):
     """``seckill.Sale``, async."""
 
     @classmethod
-    async def create(cls, client: Any, key: str, spec: SaleSpec, retry: RetryPolicy = RetryPolicy(), *,
+    async def create(cls, client: Any, key: str, spec: SaleSpec, *, retry: RetryPolicy = RetryPolicy(),
                      local_cache: bool = False, replace: bool = False) -> "Sale":
         """See ``seckill.Sale.create``."""
         await run(cls._create_op(key, spec, replace), client)
         return cls(client, key, retry, local_cache=local_cache)
 
     @classmethod
-    async def open(cls, client: Any, key: str, retry: RetryPolicy = RetryPolicy(), *,
+    async def open(cls, client: Any, key: str, *, retry: RetryPolicy = RetryPolicy(),
                    local_cache: bool = False) -> "Sale":
         """See ``seckill.Sale.open``."""
         await run(cls._open_op(key), client)
@@ -216,16 +216,16 @@ class PartitionedSale(PartitionedOps, FlashSale):
     """``seckill.PartitionedSale``, async."""
 
     @classmethod
-    async def create(cls, client: Any, name: str, spec: SaleSpec, seal_ms: int = DEFAULT_SEAL_MS,
-                     retry: RetryPolicy = RetryPolicy(), *, local_cache: bool = False,
+    async def create(cls, client: Any, name: str, spec: SaleSpec, *, seal_ms: int = DEFAULT_SEAL_MS,
+                     retry: RetryPolicy = RetryPolicy(), local_cache: bool = False,
                      replace: bool = False) -> "PartitionedSale":
         """See ``seckill.PartitionedSale.create``."""
         await run(cls._create_op(name, spec, replace), client)
         return cls(client, name, spec, seal_ms, retry, local_cache=local_cache)
 
     @classmethod
-    async def open(cls, client: Any, name: str, seal_ms: int = DEFAULT_SEAL_MS,
-                   retry: RetryPolicy = RetryPolicy(), *, local_cache: bool = False) -> "PartitionedSale":
+    async def open(cls, client: Any, name: str, *, seal_ms: int = DEFAULT_SEAL_MS,
+                   retry: RetryPolicy = RetryPolicy(), local_cache: bool = False) -> "PartitionedSale":
         """See ``seckill.PartitionedSale.open``."""
         return cls(client, name, await run(cls._open_op(name), client), seal_ms, retry, local_cache=local_cache)
 
