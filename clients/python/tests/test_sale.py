@@ -221,3 +221,16 @@ def test_create_with_replace_resets_a_sale_sync_and_async(server, kind):
         return remaining
 
     assert asyncio.run(again()) == spec.stock
+
+
+def test_a_spec_without_partitions_fits_either_kind(server):
+    """``SaleSpec(stock=...)`` makes a one-key sale (it raised "a one-key sale has
+    partitions=1" when the default was 16) and a partitioned one of 16 partitions."""
+    client = redis.Redis(port=server)
+    one = seckill.Sale.create(client, "spec:one", SaleSpec(stock=3))
+    assert one.info().stock == 3
+    many = PartitionedSale.create(client, "spec:many", SaleSpec(stock=32))
+    assert many.spec.partitions == 16 and len(many.keys) == 16
+    assert PartitionedSale.open(client, "spec:many").spec == many.spec
+    with pytest.raises(seckill.InvalidArgumentError):
+        seckill.Sale.create(client, "spec:four", SaleSpec(stock=3, partitions=4))

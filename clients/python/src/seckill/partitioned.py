@@ -79,6 +79,7 @@ class PartitionedOps(SaleOps):
         _check_name(name)
         super().__init__(client, retry, local_cache)
         self.name = name
+        spec = spec.partitioned()
         self.spec = spec
         self.seal_ms = max(int(seal_ms), 1)
         self.keys = [_partition_key(name, i) for i in range(spec.partitions)]
@@ -116,6 +117,7 @@ class PartitionedOps(SaleOps):
         if not isinstance(replace, bool):
             raise TypeError(f"replace must be a bool, not {type(replace).__name__}")
         spec.check()
+        spec = spec.partitioned()
         yield from _key.require_module()
         if replace:
             yield from PartitionedOps._delete_op(name)

@@ -31,9 +31,9 @@ class OneKeyOps(SaleOps):
         _key.check_key(key)
         if not isinstance(replace, bool):
             raise TypeError(f"replace must be a bool, not {type(replace).__name__}")
-        if spec.partitions != 1:
+        if spec.partitions not in (0, 1):
             raise InvalidArgumentError(
-                "a one-key sale has partitions=1 (PartitionedSale spreads a sale over more)"
+                "a one-key sale has one partition (PartitionedSale spreads a sale over more)"
             )
         spec.check()
         args = spec.init_args(key, spec.stock)

@@ -3,21 +3,25 @@ records."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, List, Optional
 
 from ._args import MAX_UNITS, integer
 from .errors import ArgumentTypeError, InvalidArgumentError
 from .protocol import MAX_PARTITIONS
 
+#: A ``PartitionedSale``'s partitions when its spec leaves them at 0.
+DEFAULT_PARTITIONS = 16
+
 
 @dataclass(frozen=True)
 class SaleSpec:
-    """How a sale is set up: a one-key ``Sale`` (``partitions=1``) or a ``PartitionedSale``,
-    whose manifest records it."""
+    """How a sale is set up: a one-key ``Sale`` or a ``PartitionedSale``, whose manifest records
+    it. ``partitions`` 0 (the default) is the kind's own: 1 for a ``Sale``,
+    ``DEFAULT_PARTITIONS`` (16) for a ``PartitionedSale``."""
 
     stock: int
-    partitions: int = 16
+    partitions: int = 0
     limit: int = 1
     hold_ms: Optional[int] = None
     start_ms: Optional[int] = None
@@ -29,7 +33,7 @@ class SaleSpec:
         """Raises TypeError or InvalidArgumentError (a ValueError) for any setting the module
         would refuse, before anything is written."""
 
-        integer("partitions", self.partitions, 1, MAX_PARTITIONS)
+        integer("partitions", self.partitions, 0, MAX_PARTITIONS)
         integer("stock", self.stock, 0)
         integer("limit", self.limit, 1)
         for what in ("hold_ms", "start_ms", "end_ms", "events_maxlen"):
@@ -42,6 +46,10 @@ class SaleSpec:
             raise InvalidArgumentError("end_ms must be after start_ms")
         if self.events_maxlen is not None and not self.events:
             raise InvalidArgumentError("events_maxlen trims the event streams: set events too")
+
+    def partitioned(self) -> "SaleSpec":
+        """This spec for a ``PartitionedSale``: ``partitions`` 0 made DEFAULT_PARTITIONS."""
+        return self if self.partitions else replace(self, partitions=DEFAULT_PARTITIONS)
 
     def share(self, units: int, index: int) -> int:
         """Partition ``index``'s share of ``units``: an even split, the first ones one more."""
