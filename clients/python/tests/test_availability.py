@@ -195,7 +195,7 @@ def _not_failed(entry: Node, victim: Node) -> None:
 
 
 def _sold_out_sale(cluster: redis.RedisCluster, name: str, seal_ms: int) -> PartitionedSale:
-    sale = PartitionedSale.create(cluster, name, SaleSpec(stock=PARTITIONS * 2, partitions=PARTITIONS), seal_ms)
+    sale = PartitionedSale.create(cluster, name, SaleSpec(stock=PARTITIONS * 2, partitions=PARTITIONS), seal_ms=seal_ms)
     n = 0
     while sale.info().remaining:
         sale.try_buy(f"early{n}")

@@ -41,17 +41,18 @@ def test_bad_input_is_refused_before_anything_is_sent():
     with socket.socket() as unused:
         unused.bind(("127.0.0.1", 0))
         client = redis.Redis(port=unused.getsockname()[1])
+        aclient = redis.asyncio.Redis(port=unused.getsockname()[1])
         for bad in (dict(name="", ttl_ms=1000), dict(name="k", ttl_ms=2), dict(name="k", ttl_ms="100"),
                     dict(name="k", ttl_ms=1000, renew_ms=990), dict(name=None, ttl_ms=1000),
                     dict(name="k", ttl_ms=1000, replicas=-1)):
             with pytest.raises(InvalidArgumentError):
                 Lock(client, **bad)
             with pytest.raises(InvalidArgumentError):
-                seckill.asyncio.Lock(client, **bad)
+                seckill.asyncio.Lock(aclient, **bad)
         with pytest.raises(InvalidArgumentError):
             Lock(client, "k").hold(wait_ms=-1)
         with pytest.raises(InvalidArgumentError):
-            seckill.asyncio.Lock(client, "k").hold(wait_ms=-1)
+            seckill.asyncio.Lock(aclient, "k").hold(wait_ms=-1)
         with pytest.raises(ValueError):  # InvalidArgumentError is a ValueError
             Lock(client, "k").hold(wait_ms=1.5)
 

@@ -115,7 +115,7 @@ def test_create_checks_every_setting_before_it_writes(server):
         PartitionedSale.create(client, "checked", SaleSpec(stock=10, partitions=2, limit=True))
     for spec in (
         SaleSpec(stock=10, partitions=2, limit=0),
-        SaleSpec(stock=10, partitions=0),
+        SaleSpec(stock=10, partitions=-1),
         SaleSpec(stock=10, partitions=16_385),
         SaleSpec(stock=2**63, partitions=2),
         SaleSpec(stock=10, partitions=2, hold_ms=0),
