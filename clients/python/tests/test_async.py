@@ -494,14 +494,16 @@ def test_asyncio_buyers_sell_out_exactly_while_two_masters_join_and_the_cluster_
 def test_a_pool_smaller_than_the_calls_in_flight_fails_them_unless_it_blocks(server):
     """Sizing redis-py's asyncio pool (clients/python/README.md): the package's reads go through
     the application's client, so 200 concurrent calls on a pool of 10 connections fail with
-    redis-py's "too many connections" (``MaxConnectionsError``, a ``ConnectionError``); a
-    ``BlockingConnectionPool`` of the same size makes them wait their turn instead: none fails."""
+    redis-py 8's ``MaxConnectionsError`` (a ``ConnectionError``; redis-py 5's "Too many
+    connections" came in some runs only); a ``BlockingConnectionPool`` of the same size makes
+    them wait their turn instead: none fails."""
 
     async def run(client: redis.asyncio.Redis, name: str) -> list:
         sale = await seckill.asyncio.Sale.create(client, name, SaleSpec(stock=1_000, partitions=1))
 
         async def one(n: int) -> int:
-            await sale.try_buy(f"u{n}")
+            # A read through the application's client (purchases go on the package's own
+            # connections): 200 of them at once want 200 of the pool's connections.
             return await sale.bought(f"u{n}")
 
         answers = await asyncio.gather(*(one(n) for n in range(200)), return_exceptions=True)
@@ -510,6 +512,8 @@ def test_a_pool_smaller_than_the_calls_in_flight_fails_them_unless_it_blocks(ser
 
     small = redis.asyncio.Redis(port=server, protocol=PROTOCOL, max_connections=10)
     failures = asyncio.run(run(small, "pool:small"))
-    assert failures and all(isinstance(f, redis.ConnectionError) for f in failures), failures[:3]
+    assert all(isinstance(f, redis.ConnectionError) for f in failures), failures[:3]
+    if int(redis.__version__.split(".")[0]) >= 8:  # redis-py 5 failed them in some runs only
+        assert failures, "a pool of 10 served 200 calls at once"
     pool = redis.asyncio.BlockingConnectionPool(port=server, protocol=PROTOCOL, max_connections=10, timeout=10)
     assert asyncio.run(run(redis.asyncio.Redis(connection_pool=pool), "pool:blocking")) == []
