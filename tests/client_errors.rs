@@ -41,11 +41,7 @@ fn a_key_of_another_type_is_a_wrong_type_error_everywhere() {
     }
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let async_outcome = runtime.block_on(async {
-        let mut con = redis::Client::open(server.url())
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap();
+        let mut con = server.async_con().await;
         aio::FlashSale::try_buy(&aio::Sale::new("plain"), &mut con, "u", 1)
             .await
             .err()
@@ -117,11 +113,7 @@ fn every_bad_argument_is_refused_before_anything_is_sent() {
     }
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let async_outcome = runtime.block_on(async {
-        let mut con = redis::Client::open(server.url())
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap();
+        let mut con = server.async_con().await;
         aio::FlashSale::try_buy(&aio::Sale::new("args"), &mut con, "", 1)
             .await
             .err()

@@ -34,11 +34,7 @@ fn replace_resets_a_one_key_sale_where_create_refuses_it() {
     );
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let remaining = runtime.block_on(async {
-        let mut con = redis::Client::open(server.url())
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap();
+        let mut con = server.async_con().await;
         let sale = aio::Sale::replace(&mut con, "sale:again", &spec)
             .await
             .unwrap();
@@ -79,11 +75,7 @@ fn replace_resets_a_partitioned_sale_where_create_refuses_it() {
     );
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let remaining = runtime.block_on(async {
-        let mut con = redis::Client::open(server.url())
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap();
+        let mut con = server.async_con().await;
         let sale = aio::PartitionedSale::replace(&mut con, "sale:again-p", &spec)
             .await
             .unwrap();

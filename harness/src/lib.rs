@@ -202,6 +202,15 @@ impl Server {
         self.launch();
     }
 
+    /// A multiplexed async connection to the server (call it on a tokio runtime).
+    pub async fn async_con(&self) -> redis::aio::MultiplexedConnection {
+        redis::Client::open(self.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap()
+    }
+
     /// Kills the server at once and starts it again on the same directory and port, as a
     /// restarted server is to its clients.
     pub fn kill_and_restart_on_its_port(&mut self) {
