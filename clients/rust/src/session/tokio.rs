@@ -12,7 +12,7 @@
 
 use super::nodes::{Nodes, Settings, lost};
 use super::slot_map::SlotMap;
-use crate::routing::{command_args, command_key, key_slot, redirect};
+use crate::routing::{command_key, key_slot, redirect};
 use redis::aio::ConnectionLike;
 use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, Value};
 use std::net::IpAddr;
@@ -336,9 +336,7 @@ fn no_cluster(e: &redis::RedisError) -> bool {
 }
 
 fn is_wait(cmd: &Cmd) -> bool {
-    command_args(cmd)
-        .first()
-        .is_some_and(|name| name.eq_ignore_ascii_case(b"WAIT"))
+    super::name_of(cmd).eq_ignore_ascii_case(b"WAIT")
 }
 
 /// A reply that is an error, as the call's error (so that a redirect is seen as one).
