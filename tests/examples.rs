@@ -65,10 +65,19 @@ fn python_client_example_sells_exactly_the_stock() {
 }
 
 #[test]
-fn python_order_service_reconciles_with_the_sale() {
-    let out = run_python_example("order_service.py");
+fn python_order_stream_reconciles_with_the_sale() {
+    let out = run_python_example("order_stream.py");
     assert!(
         out.contains("7 orders, 5 paid, 2 expired unpaid, reconciled with SECKILL.BUYERS"),
+        "{out}"
+    );
+}
+
+#[test]
+fn python_order_service_has_an_order_row_for_every_unit_sold() {
+    let out = run_python_example("order_service.py");
+    assert!(
+        out.contains("order service: 20 paid orders, every one a final unit; 0 given back; 0 in stock"),
         "{out}"
     );
 }
