@@ -77,7 +77,9 @@ fn python_order_stream_reconciles_with_the_sale() {
 fn python_order_service_has_an_order_row_for_every_unit_sold() {
     let out = run_python_example("order_service.py");
     assert!(
-        out.contains("order service: 20 paid orders, every one a final unit; 0 given back; 0 in stock"),
+        out.contains(
+            "order service: 20 paid orders, every one a final unit; 0 given back; 0 in stock"
+        ),
         "{out}"
     );
 }

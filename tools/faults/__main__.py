@@ -24,8 +24,8 @@ import seckill
 from seckill import SaleSpec
 
 from . import net, report
-from .checker import FinalState, check
-from .cluster import Cluster, die_with_parent
+from .checker import FinalState, SaleState, check
+from .cluster import Cluster, die_with_parent, wait_until
 from .history import Fault, Op, read, write
 from .nemesis import PLANTED, SMOKE, Nemesis, schedule
 from .store import FencedStore
@@ -37,8 +37,10 @@ MODULE = os.path.join(ROOT, "target", "release", "libseckill.so")
 CLIENTS = ["127.0.0.21", "127.0.0.22", "127.0.0.23"]
 RUST_CLIENT = "127.0.0.24"
 RUST_BUYER = os.path.join(ROOT, "target", "release", "examples", "faults_buyer")
-SALE, LOCK = "faults:sale", "{faults}:lock"
+SALE, HOLDS, LOCK = "faults:sale", "faults:holds", "{faults}:lock"
 PARTITIONS, LIMIT = 16, 2
+#: The holds sale: 4 partitions, LIMIT 1, holds of 1.5 s; units per second of the run.
+HOLDS_PARTITIONS, HOLDS_LIMIT, HOLD_MS, HOLDS_PER_S = 4, 1, 1_500, 40
 #: Units per second of the run: about a third of what the buyers try, so that the sale sells
 #: out in the middle of the run and both halves are seen under faults.
 STOCK_PER_S = 300
@@ -67,17 +69,24 @@ def _stop_on_signals() -> None:
     signal.signal(signal.SIGINT, stop)
 
 
+def sale_state(client: redis.RedisCluster, name: str, limit: int) -> SaleState:
+    sale = seckill.PartitionedSale.open(client, name)
+    info = sale.info()
+    owned: Dict[str, int] = {}
+    for buyer in sale.buyers():
+        owned[buyer.user.decode()] = owned.get(buyer.user.decode(), 0) + buyer.qty
+    return SaleState(info.stock, info.restocked, info.remaining, info.held, info.sold, info.in_flight, limit, owned)
+
+
 def final_state(cluster: Cluster, store_path: str) -> FinalState:
     entry = cluster.entry()
     client = redis.RedisCluster(host=entry.address, port=entry.port)
     try:
-        sale = seckill.PartitionedSale.open(client, SALE)
-        info = sale.info()
-        owned: Dict[str, int] = {}
-        for buyer in sale.buyers():
-            owned[buyer.user.decode()] = owned.get(buyer.user.decode(), 0) + buyer.qty
-        return FinalState(info.stock, info.restocked, info.remaining, info.held, info.sold, info.in_flight,
-                          LIMIT, owned, FencedStore(store_path).accepted())
+        holds = seckill.PartitionedSale.open(client, HOLDS)
+        # Every hold left expires within its 1.5 s, on the server's timer.
+        wait_until(lambda: holds.info().held == 0, "the last holds to expire")
+        return FinalState(sale_state(client, SALE, LIMIT), FencedStore(store_path).accepted(),
+                          sale_state(client, HOLDS, HOLDS_LIMIT))
     finally:
         client.close()
 
@@ -117,7 +126,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             if options.smoke else options.seconds
         setup = redis.RedisCluster(host=entry.address, port=entry.port)
         spec = SaleSpec(stock=int(seconds * STOCK_PER_S), partitions=PARTITIONS, limit=LIMIT)
-        seckill.PartitionedSale.create(setup, SALE, spec)
+        sale_keys = seckill.PartitionedSale.create(setup, SALE, spec).keys
+        seckill.PartitionedSale.create(setup, HOLDS, SaleSpec(stock=int(seconds * HOLDS_PER_S), partitions=HOLDS_PARTITIONS,
+                                                              limit=HOLDS_LIMIT, hold_ms=HOLD_MS))
         setup.close()
         store_path = os.path.join(options.out, "store.sqlite")
         FencedStore(store_path)
@@ -128,7 +139,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             out = open(os.path.join(options.out, f"history-{n}.jsonl"), "w")
             _spawn(workers, out, env,
                    [sys.executable, "-m", "faults.workload", "--name", f"c{n}", "--source", address,
-                    "--entry", cluster.nodes[n].name, "--sale", SALE, "--lock", LOCK, "--store", store_path,
+                    "--entry", cluster.nodes[n].name, "--sale", SALE, "--holds", HOLDS, "--lock", LOCK, "--store", store_path,
                     "--seconds", str(seconds), "--seed", str(seed + n), "--plant", options.plant,
                     *(["--cache"] if n == 0 else [])])
         clients = list(CLIENTS)
@@ -144,7 +155,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         else:
             print(f"faults: {RUST_BUYER} is missing (make examples): no Rust buyers", flush=True)
         faults: List[Fault] = []
-        nemesis = Nemesis(cluster, network, clients, LOCK, seed, faults.append)
+        nemesis = Nemesis(cluster, network, clients, LOCK, sale_keys, seed, faults.append)
         nemesis.run(steps, stop_at)
         for worker in workers:
             worker.wait(timeout=max(stop_at - time.time(), 0) + 60)

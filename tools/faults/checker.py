@@ -10,10 +10,15 @@ Errors (a run with any is red):
 - lost replicated purchase: ``try_buy_acked`` answered with a replica's acknowledgement and
   not owned at the end;
 - fences: the store accepted writes out of fence order, or two holders' accepted writes
-  interleaved, or one fence granted to two holders.
+  interleaved, or one fence granted to two holders;
+- holds (the sale made with HOLD, each user holding once, then confirming, cancelling or
+  leaving the hold to expire): the sale's units conserved as above, a user owning more than
+  its holds that were ``ok`` or ``info``, or owning a unit it never sent a confirm for (a
+  cancelled or expired hold that did not go back to stock).
 
 Reported, not judged: purchases acknowledged without a replica and lost (the window Redis
-admits), with when; ``info`` purchases owned or not; availability per phase."""
+admits), with when; confirms answered True whose unit is gone (the same window); ``info``
+purchases owned or not; availability per phase."""
 
 from __future__ import annotations
 
@@ -26,7 +31,9 @@ from .history import INFO, OK, Fault, Op
 
 
 @dataclass
-class FinalState:
+class SaleState:
+    """A sale's totals and buyers, read at the end."""
+
     stock: int
     restocked: int
     remaining: int
@@ -35,14 +42,22 @@ class FinalState:
     in_flight: int
     limit: int
     owned: Dict[str, int]
+
+
+@dataclass
+class FinalState:
+    sale: SaleState
     #: The store's accepted writes in the order it applied them: (fence, holder, at).
     writes: List[Tuple[int, str, float]]
+    #: The sale made with HOLD, once no hold is left (None: a run without it).
+    holds: Optional[SaleState] = None
 
 
 @dataclass
 class Verdict:
     errors: List[str] = field(default_factory=list)
     lost_unreplicated: List[Tuple[float, str]] = field(default_factory=list)
+    lost_confirms: List[Tuple[float, str]] = field(default_factory=list)
     info_owned: int = 0
     info_not_owned: int = 0
     phases: Dict[str, Dict[str, Any]] = field(default_factory=dict)
@@ -52,10 +67,10 @@ class Verdict:
         return not self.errors
 
 
-def _purchases(ops: List[Op]) -> Dict[str, List[Op]]:
+def _by_user(ops: List[Op], *names: str) -> Dict[str, List[Op]]:
     by_user: Dict[str, List[Op]] = defaultdict(list)
     for op in ops:
-        if op.f in ("buy", "buy_acked"):
+        if op.f in names:
             by_user[op.args["user"]].append(op)
     return by_user
 
@@ -64,7 +79,7 @@ def _replicated(op: Op) -> bool:
     return op.f == "buy_acked" and op.type == OK and isinstance(op.value, list) and op.value[1] >= 1
 
 
-def check_sale(ops: List[Op], final: FinalState, verdict: Verdict) -> None:
+def check_units(final: SaleState, verdict: Verdict) -> None:
     if final.sold + final.held > final.stock + final.restocked:
         verdict.errors.append(f"oversell: sold {final.sold} + held {final.held} > stock {final.stock}"
                               f" + restocked {final.restocked}")
@@ -75,7 +90,11 @@ def check_sale(ops: List[Op], final: FinalState, verdict: Verdict) -> None:
     for user, qty in final.owned.items():
         if qty > final.limit:
             verdict.errors.append(f"over LIMIT: {user} owns {qty} (LIMIT {final.limit})")
-    for user, purchases in _purchases(ops).items():
+
+
+def check_sale(ops: List[Op], final: SaleState, verdict: Verdict) -> None:
+    check_units(final, verdict)
+    for user, purchases in _by_user(ops, "buy", "buy_acked").items():
         owned = final.owned.get(user, 0)
         possible = sum(1 for op in purchases if op.type in (OK, INFO))
         if owned > possible:
@@ -92,6 +111,23 @@ def check_sale(ops: List[Op], final: FinalState, verdict: Verdict) -> None:
                     verdict.info_owned += 1
                 else:
                     verdict.info_not_owned += 1
+
+
+def check_holds(ops: List[Op], final: SaleState, verdict: Verdict) -> None:
+    check_units(final, verdict)
+    if final.held:
+        verdict.errors.append(f"holds left at the end: {final.held} units (every hold expires)")
+    holds, confirms = _by_user(ops, "hold"), _by_user(ops, "confirm")
+    for user, owned in final.owned.items():
+        possible = sum(1 for op in holds.get(user, []) if op.type in (OK, INFO))
+        if owned > possible:
+            verdict.errors.append(f"double hold: {user} owns {owned}, {possible} hold(s) may have applied")
+        if owned and not any(op.type in (OK, INFO) for op in confirms.get(user, [])):
+            verdict.errors.append(f"unconfirmed hold kept: {user} owns {owned} and never confirmed")
+    for user, ops_of_user in confirms.items():
+        for op in ops_of_user:
+            if op.type == OK and op.value is True and not final.owned.get(user):
+                verdict.lost_confirms.append((op.end, user))
 
 
 def check_locks(ops: List[Op], final: FinalState, verdict: Verdict) -> None:
@@ -139,7 +175,9 @@ def availability(ops: List[Op], faults: List[Fault], verdict: Verdict) -> None:
 
 def check(ops: List[Op], faults: List[Fault], final: FinalState) -> Verdict:
     verdict = Verdict()
-    check_sale(ops, final, verdict)
+    check_sale(ops, final.sale, verdict)
+    if final.holds is not None:
+        check_holds(ops, final.holds, verdict)
     check_locks(ops, final, verdict)
     availability(ops, faults, verdict)
     return verdict

@@ -77,7 +77,11 @@ class Node:
         self.process: Optional[subprocess.Popen[bytes]] = None
         self.start()
 
-    def start(self) -> None:
+    def start(self, empty: bool = False) -> None:
+        """Starts the node; ``empty``: without the data it had (its AOF deleted), as a node
+        that ran with AOF off comes back. Its cluster config (nodes.conf) is kept."""
+        if empty:
+            shutil.rmtree(os.path.join(self.dir, "appendonlydir"), ignore_errors=True)
         self.process = subprocess.Popen(self.args, cwd=self.dir, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL, preexec_fn=die_with_parent)
         wait_until(self.answers, f"{self.name} to answer")
@@ -151,6 +155,37 @@ class Cluster:
                         if start <= slot <= end:
                             return next(n for n in self.nodes if n.port == master[1] and n.address == master[0])
         raise RuntimeError("no node answers")
+
+    def replaced(self, node: Node) -> bool:
+        """Whether every other answering node sees no slot served by ``node`` (its replica was
+        promoted in its place)."""
+        try:
+            for other in self.nodes:
+                if other is not node and other.alive() and other.answers():
+                    with other.client() as c:
+                        if any(tuple(s[2][:2]) == (node.address, node.port) for s in c.execute_command("CLUSTER", "SLOTS")):
+                            return False
+            return True
+        except redis.RedisError:
+            return False
+
+    def migrate_slot(self, key: str, target: Node) -> Node:
+        """Moves ``key``'s slot, with every key in it, from its master to ``target`` (another
+        master) as ``redis-cli --cluster reshard`` does: IMPORTING / MIGRATING, MIGRATE of the
+        keys in batches (clients meanwhile get ASK for the moved ones), then the slot's new
+        owner told to every master. Returns the old owner."""
+        source = self.master_of(key)
+        with source.client(5.0) as src, target.client(5.0) as dst:
+            slot = int(src.execute_command("CLUSTER", "KEYSLOT", key))
+            src_id, dst_id = src.execute_command("CLUSTER", "MYID"), dst.execute_command("CLUSTER", "MYID")
+            dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
+            src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+            while keys := src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100):
+                src.execute_command("MIGRATE", target.address, target.port, "", 0, 5000, "KEYS", *keys)
+            for node in [target, source] + [m for m in self.masters() if m not in (target, source)]:
+                with node.client(5.0) as c:
+                    c.execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+        return source
 
     def converged(self) -> bool:
         """Every node up, every one sees cluster_state:ok and the same slot owners, every

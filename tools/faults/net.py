@@ -1,5 +1,8 @@
-"""Network partitions on loopback with nftables: packets between two sets of 127.0.0.x
-addresses dropped in both directions (node to node, node to client, client to node). The rules
+"""Network faults on loopback with nftables: packets between two sets of 127.0.0.x addresses
+dropped in both directions (node to node, node to client, client to node), or a share of one
+address's packets dropped at random (``numgen random``: loss; TCP resends what was dropped, so
+calls slow down by its retransmission timeouts). netem would add delay too, but the containers
+this runs in have no qdisc modules (``tc qdisc add dev lo root netem`` fails there). The rules
 live in one table of this run's own (``seckill_faults_<pid>``), deleted at the end, also after
 Ctrl-C; a table left by a run that was killed outright is deleted by the next run."""
 
@@ -51,6 +54,12 @@ class Network:
         a, b = _set(side_a), _set(side_b)
         _nft("add", "rule", "inet", self.table, "cut", "ip", "saddr", a, "ip", "daddr", b, "drop")
         _nft("add", "rule", "inet", self.table, "cut", "ip", "saddr", b, "ip", "daddr", a, "drop")
+
+    def lossy(self, address: str, percent: int) -> None:
+        """``percent`` % of the packets from or to ``address`` dropped, each on its own."""
+        for direction in ("saddr", "daddr"):
+            _nft("add", "rule", "inet", self.table, "cut", "ip", direction, address,
+                 "numgen", "random", "mod", "100", "<", str(percent), "drop")
 
     def heal(self) -> None:
         _nft("flush", "chain", "inet", self.table, "cut")

@@ -11,7 +11,8 @@ from typing import List
 from .checker import Verdict
 from .history import FAIL, INFO, OK, Fault, Op
 
-COLOURS = {"partition": "#f4a3a3", "kill": "#a3c4f4", "pause-short": "#f4e3a3", "pause-long": "#e3a3f4"}
+COLOURS = {"partition": "#f4a3a3", "kill": "#a3c4f4", "pause-short": "#f4e3a3", "pause-long": "#e3a3f4",
+           "bridge": "#f4c3a3", "ring": "#c3a3f4", "loss": "#a3f4e3", "kill-empty": "#a3a3f4", "migrate": "#c3f4a3"}
 
 
 def plot(ops: List[Op], faults: List[Fault], verdict: Verdict, path: str, t0: float) -> None:
@@ -53,12 +54,15 @@ def markdown(seed: int, seconds: float, plants: List[str], faults: List[Fault], 
     lines += [f"- {error}" for error in verdict.errors[:50]]
     counts = Counter((op.f, op.type) for op in ops)
     lines += ["", "| operation | ok | fail | info |", "| --- | --- | --- | --- |"]
-    for f in ("buy", "buy_acked", "lock"):
+    for f in ("buy", "buy_acked", "hold", "confirm", "cancel", "lock"):
         lines.append(f"| {f} | {counts[(f, OK)]} | {counts[(f, FAIL)]} | {counts[(f, INFO)]} |")
     lines += ["", f"Purchases acknowledged without a replica and lost (the window Redis admits): "
               f"{len(verdict.lost_unreplicated)}"
               + (f", at {', '.join(f'{at - t0:.1f} s' for at, _ in verdict.lost_unreplicated[:20])}"
                  if verdict.lost_unreplicated else "") + ".",
+              f"Confirms answered True whose unit is gone (the same window): {len(verdict.lost_confirms)}"
+              + (f", at {', '.join(f'{at - t0:.1f} s' for at, _ in verdict.lost_confirms[:20])}"
+                 if verdict.lost_confirms else "") + ".",
               f"Purchases with an unknown outcome: {verdict.info_owned} owned, {verdict.info_not_owned} not.",
               "", "| phase | purchases | definite answers | bought | p50 ms | p99 ms |",
               "| --- | --- | --- | --- | --- | --- |"]

@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Tuple
 import pytest
 
 from . import net
-from .checker import FinalState, check
+from .checker import FinalState, SaleState, check
 from .history import FAIL, INFO, OK, Fault, Op
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -29,7 +29,7 @@ def buy(user: str, kind: str, value: object = 0, f: str = "buy", at: float = 1.0
 def final(owned: Dict[str, int], sold: int = 0, stock: int = 10,
           writes: Optional[List[Tuple[int, str, float]]] = None, held: int = 0) -> FinalState:
     sold = sold or sum(owned.values())
-    return FinalState(stock, 0, stock - sold - held, held, sold, 0, 2, owned, writes or [])
+    return FinalState(SaleState(stock, 0, stock - sold - held, held, sold, 0, 2, owned), writes or [])
 
 
 def errors(ops: List[Op], state: FinalState) -> List[str]:
@@ -44,7 +44,7 @@ def test_a_clean_run_is_valid() -> None:
 def test_oversell_and_units_not_conserved_are_errors() -> None:
     assert any("oversell" in e for e in errors([], final({}, sold=11)))
     broken = final({"a": 1})
-    broken.remaining += 1
+    broken.sale.remaining += 1
     assert any("not conserved" in e for e in errors([buy("a", OK)], broken))
 
 
@@ -61,6 +61,29 @@ def test_a_lost_replicated_purchase_is_an_error_an_unreplicated_one_is_reported(
     assert any("lost replicated" in e for e in errors([buy("a", OK, [3, 1], "buy_acked")], final({})))
     verdict = check([buy("a", OK, [3, 0], "buy_acked"), buy("b", OK)], [], final({}))
     assert verdict.valid and len(verdict.lost_unreplicated) == 2
+
+
+def test_a_kept_unconfirmed_hold_a_double_hold_and_holds_left_are_errors_a_lost_confirm_reported() -> None:
+    def run(owned: Dict[str, int], ops: List[Op], held: int = 0) -> Tuple[List[str], int]:
+        state = final({})
+        sold = sum(owned.values())
+        state.holds = SaleState(10, 0, 10 - sold - held, held, sold, 0, 1, owned)
+        verdict = check(ops, [], state)
+        return verdict.errors, len(verdict.lost_confirms)
+
+    confirmed = [buy("a", OK, 3, "hold"), buy("a", OK, True, "confirm")]
+    assert run({"a": 1}, confirmed) == ([], 0)
+    assert run({"a": 1}, [buy("a", INFO, "timeout", "hold"), buy("a", INFO, "timeout", "confirm")]) == ([], 0)
+    assert run({}, [buy("b", OK, 3, "hold"), buy("b", OK, 1, "cancel")]) == ([], 0)
+    kept, _ = run({"b": 1}, [buy("b", OK, 3, "hold"), buy("b", OK, 1, "cancel")])
+    assert any("unconfirmed hold kept" in e for e in kept)
+    kept, _ = run({"c": 1}, [buy("c", OK, 3, "hold")])
+    assert any("unconfirmed hold kept" in e for e in kept)
+    double, _ = run({"a": 1}, [buy("a", FAIL, -1, "hold"), buy("a", OK, True, "confirm")])
+    assert any("double hold" in e for e in double)
+    left, _ = run({}, [], held=1)
+    assert any("holds left" in e for e in left)
+    assert run({}, confirmed) == ([], 1)
 
 
 def test_fences_out_of_order_shared_or_granted_twice_are_errors() -> None:

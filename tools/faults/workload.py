@@ -1,6 +1,7 @@
 """One client process of the run: asyncio buyers of the partitioned sale (``try_buy`` and
-``try_buy_acked(replicas=1)``) and lock holders writing to the fenced store, every operation
-written to stdout as a history line. Every connection of the process leaves from its own
+``try_buy_acked(replicas=1)``; every fifth purchase a hold on the sale made with HOLD, then
+confirmed, cancelled or left to expire) and lock holders writing to the fenced store, every
+operation written to stdout as a history line. Every connection of the process leaves from its own
 loopback address (``--source``), so that a partition can put these clients on one side.
 
 Plants (``--plant``, for showing the checker fails): ``no-ids`` buys with a bare SECKILL.TRY
@@ -34,6 +35,8 @@ DEADLINE_S = 4.0
 #: sells out in the middle of a run rather than in its first second.
 PACE_S = 0.025
 LOCK_TTL_MS = 1_000
+#: Every HOLD_EVERY-th purchase of a buyer is a hold on the holds sale.
+HOLD_EVERY = 5
 
 
 def bind_source(address: str) -> None:
@@ -64,8 +67,10 @@ class Workload:
         write(sys.stdout, op)
 
     async def run(self) -> None:
-        self.sale = await seckill.asyncio.PartitionedSale.open(
-            self.client, self.o.sale, retry=RetryPolicy(deadline_s=DEADLINE_S), local_cache=self.o.cache)
+        retry = RetryPolicy(deadline_s=DEADLINE_S)
+        self.sale = await seckill.asyncio.PartitionedSale.open(self.client, self.o.sale, retry=retry,
+                                                               local_cache=self.o.cache)
+        self.holds = await seckill.asyncio.PartitionedSale.open(self.client, self.o.holds, retry=retry)
         tasks = [self.buyer(n) for n in range(self.o.buyers)]
         tasks += [self.holder(n, library=(n % 2 == 0)) for n in range(self.o.holders)]
         await asyncio.gather(*tasks)
@@ -77,31 +82,59 @@ class Workload:
         while time.time() < self.stop_at:
             user = f"{process}-u{count}"
             count += 1
+            if count % HOLD_EVERY == 0:
+                await self.hold(process, user)
+                await asyncio.sleep(PACE_S)
+                continue
             acked = "no-ids" not in self.plants and count % 2 == 0
             started = time.time()
-            kind, value = await self.buy(user, acked)
+            kind, value = await self.buy(self.sale, user, acked)
             self.record(Op(process, "buy_acked" if acked else "buy", started, time.time(), kind,
                            {"user": user}, value))
             await asyncio.sleep(PACE_S)
 
-    async def buy(self, user: str, acked: bool) -> Tuple[str, Any]:
+    async def buy(self, sale: seckill.asyncio.PartitionedSale, user: str, acked: bool) -> Tuple[str, Any]:
         try:
             if "no-ids" in self.plants:
-                reply = await self.bare_try(user)
+                reply = await self.bare_try(sale, user)
                 return (OK if reply >= 0 else FAIL), reply
             if acked:
-                reply, acks = await self.sale.try_buy_acked(user, replicas=1, timeout_ms=500)
+                reply, acks = await sale.try_buy_acked(user, replicas=1, timeout_ms=500)
                 return (OK if reply >= 0 else FAIL), [reply, acks]
-            reply = await self.sale.try_buy(user)
+            reply = await sale.try_buy(user)
             return (OK if reply >= 0 else FAIL), reply
         except UnavailableError as error:
             return FAIL, f"unavailable: {error}"
         except (OutcomeUnknownError, redis.RedisError, OSError, asyncio.TimeoutError) as error:
             return INFO, f"{type(error).__name__}: {error}"
 
-    async def bare_try(self, user: str) -> int:
+    async def hold(self, process: str, user: str) -> None:
+        """A hold on the holds sale, then half the time a confirm, a quarter a cancel, and
+        otherwise nothing: the hold expires on the server."""
+        started = time.time()
+        kind, value = await self.buy(self.holds, user, acked=False)
+        self.record(Op(process, "hold", started, time.time(), kind, {"user": user}, value))
+        if kind != OK:
+            return
+        choice = self.random.random()
+        if choice >= 0.75:
+            return
+        f = "confirm" if choice < 0.5 else "cancel"
+        started = time.time()
+        try:
+            result: Any = await (self.holds.confirm(user) if f == "confirm" else self.holds.cancel(user))
+            kind, value = OK, result
+        except UnavailableError as error:
+            kind, value = FAIL, f"unavailable: {error}"
+        except (seckill.SeckillError, redis.RedisError, OSError, asyncio.TimeoutError) as error:
+            # A confirm is sent once, through the application's client: whether a lost answer
+            # applied is unknown.
+            kind, value = INFO, f"{type(error).__name__}: {error}"
+        self.record(Op(process, f, started, time.time(), kind, {"user": user}, value))
+
+    async def bare_try(self, sale: seckill.asyncio.PartitionedSale, user: str) -> int:
         """SECKILL.TRY without an attempt id, sent again after a timeout: the planted bug."""
-        key = self.sale.keys[self.sale.partition_of(user)]
+        key = sale.keys[sale.partition_of(user)]
         deadline = time.time() + DEADLINE_S
         while True:
             try:
@@ -163,6 +196,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--source", required=True)
     parser.add_argument("--entry", required=True)
     parser.add_argument("--sale", required=True)
+    parser.add_argument("--holds", required=True)
     parser.add_argument("--lock", required=True)
     parser.add_argument("--store", required=True)
     parser.add_argument("--seconds", type=float, required=True)
