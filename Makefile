@@ -144,12 +144,13 @@ soak: build venv
 	FAULTS_PLANTS=1 PYTHONPATH=tools $(VENV)/bin/python -m pytest -q -s -p no:cacheprovider tools/faults/test_faults.py
 	$(MAKE) --no-print-directory faults FAULTS_S=1200
 
-# docs/faults.md: the whole system under a seeded schedule of partitions (root and nft),
-# kills and pauses; history, checker, report and timeline in faults-out/. FAULTS_S=seconds,
-# FAULTS_SEED=n replays a schedule.
+# docs/faults.md: the whole system under a seeded schedule of partitions, packet loss (root
+# and nft), kills, pauses and slot migrations; history, checker, report and timeline in
+# faults-out/. FAULTS_S=seconds, FAULTS_SEED=n replays a schedule, FAULTS_ARGS= passes more
+# (--min-replicas 1: every node under min-replicas-to-write).
 FAULTS_S ?= 120
 faults: build venv examples
-	PYTHONPATH=tools $(VENV)/bin/python -m faults --seconds $(FAULTS_S) $(if $(FAULTS_SEED),--seed $(FAULTS_SEED))
+	PYTHONPATH=tools $(VENV)/bin/python -m faults --seconds $(FAULTS_S) $(if $(FAULTS_SEED),--seed $(FAULTS_SEED)) $(FAULTS_ARGS)
 
 # The checker on synthetic runs, a smoke run (one partition, one kill; under a
 # minute) and Ctrl-C cleaning up: in make test, once per CI run.

@@ -10,6 +10,8 @@ error. Every node, nftables table and process it made is gone at the end, after 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import shutil
 import signal
@@ -99,6 +101,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help="one partition, one kill (with --plant, a short pause between them)")
     parser.add_argument("--plant", default="", help=f"comma-separated planted bugs: {', '.join(PLANTS)}")
     parser.add_argument("--node-timeout-ms", type=int, default=1_000)
+    parser.add_argument("--min-replicas", type=int, default=0,
+                        help="min-replicas-to-write on every node (max lag 1 s): a master cut from its "
+                             "replicas refuses writes (docs/faults.md)")
     parser.add_argument("--out", default=os.path.join(ROOT, "faults-out"))
     options = parser.parse_args(argv)
     plants = [p for p in options.plant.split(",") if p]
@@ -118,7 +123,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     workers: List[subprocess.Popen[bytes]] = []
     try:
         module_args = ["fences", "counter"] if "counter-fences" in plants else []
-        cluster = Cluster(os.path.join(options.out, "nodes"), MODULE, options.node_timeout_ms, module_args)
+        server_args = ["--min-replicas-to-write", str(options.min_replicas), "--min-replicas-max-lag", "1"] \
+            if options.min_replicas else []
+        cluster = Cluster(os.path.join(options.out, "nodes"), MODULE, options.node_timeout_ms, module_args, server_args)
         entry = cluster.entry()
         fixed = (PLANTED if plants else SMOKE) if options.smoke else None
         steps = schedule(seed, options.seconds, options.node_timeout_ms / 1000, fixed)
@@ -163,6 +170,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             network.heal()
         cluster.wait_converged()
         final = final_state(cluster, store_path)
+        with open(os.path.join(options.out, "final.json"), "w") as f:
+            json.dump(dataclasses.asdict(final), f)
         ops: List[Op] = []
         for n in range(len(clients)):
             with open(os.path.join(options.out, f"history-{n}.jsonl")) as f:

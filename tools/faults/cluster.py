@@ -58,7 +58,7 @@ def _free_port() -> int:
 
 class Node:
     def __init__(self, address: str, port: int, workdir: str, module: str, node_timeout_ms: int,
-                 module_args: List[str]) -> None:
+                 module_args: List[str], server_args: List[str]) -> None:
         self.address, self.port, self.module = address, port, module
         self.name = f"{address}:{port}"
         self.dir = os.path.join(workdir, address)
@@ -72,7 +72,7 @@ class Node:
             # A replica promotes itself however long it was cut off: every failover happens.
             "--cluster-replica-validity-factor", "0",
             "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
-            "--enable-debug-command", "yes", "--logfile", "redis.log",
+            "--enable-debug-command", "yes", "--logfile", "redis.log", *server_args,
         ]
         self.process: Optional[subprocess.Popen[bytes]] = None
         self.start()
@@ -116,14 +116,15 @@ class Node:
 
 
 class Cluster:
-    def __init__(self, workdir: str, module: str, node_timeout_ms: int, module_args: List[str]) -> None:
+    def __init__(self, workdir: str, module: str, node_timeout_ms: int, module_args: List[str],
+                 server_args: List[str]) -> None:
         self.workdir = workdir
         self.node_timeout_ms = node_timeout_ms
         port = _free_port()
         self.nodes: List[Node] = []
         try:
             for address in ADDRESSES:
-                self.nodes.append(Node(address, port, workdir, module, node_timeout_ms, module_args))
+                self.nodes.append(Node(address, port, workdir, module, node_timeout_ms, module_args, server_args))
             created = subprocess.run(
                 [CLI, "--cluster", "create", *(n.name for n in self.nodes), "--cluster-replicas", "1",
                  "--cluster-yes"], capture_output=True, text=True)

@@ -47,6 +47,14 @@ def plot(ops: List[Op], faults: List[Fault], verdict: Verdict, path: str, t0: fl
     plt.close(fig)
 
 
+def during(at: float, faults: List[Fault]) -> str:
+    """The kind of fault an answer at ``at`` came in (or within 2 s after), else "healthy"."""
+    for fault in faults:
+        if fault.start <= at <= fault.end + 2:
+            return fault.kind
+    return "healthy"
+
+
 def markdown(seed: int, seconds: float, plants: List[str], faults: List[Fault], ops: List[Op],
              verdict: Verdict, t0: float) -> str:
     lines = [f"# Faults run: seed {seed}, {seconds:.0f} s" + (f", planted: {', '.join(plants)}" if plants else ""),
@@ -60,6 +68,9 @@ def markdown(seed: int, seconds: float, plants: List[str], faults: List[Fault], 
               f"{len(verdict.lost_unreplicated)}"
               + (f", at {', '.join(f'{at - t0:.1f} s' for at, _ in verdict.lost_unreplicated[:20])}"
                  if verdict.lost_unreplicated else "") + ".",
+              "By fault: " + (", ".join(f"{kind} {n}" for kind, n in Counter(
+                  during(at, faults) for at, _ in verdict.lost_unreplicated + verdict.lost_confirms).most_common())
+                  or "none") + " (lost purchases and confirms, by the fault they were answered in).",
               f"Confirms answered True whose unit is gone (the same window): {len(verdict.lost_confirms)}"
               + (f", at {', '.join(f'{at - t0:.1f} s' for at, _ in verdict.lost_confirms[:20])}"
                  if verdict.lost_confirms else "") + ".",

@@ -363,3 +363,28 @@ def test_a_grant_asked_again_after_a_lost_answer_waits_only_what_is_left(server)
         print(f"LockTimeout after {took:.2f} s for wait_ms=1500, the answer lost at ~0.5 s")
         assert took < 1.5 + 0.3, f"waited {took:.2f} s: the whole wait again"
         assert "held by another" in reason or "no answer" in reason
+
+
+def test_a_waiter_unblocked_by_the_server_waits_on_and_gets_the_lock(server):
+    """A master that turns replica under a failover unblocks its blocked clients with
+    ``UNBLOCKED`` (the faults run met it 45 times in 20 minutes); ``CLIENT UNBLOCK .. ERROR``
+    does the same here. Nothing was granted, so the waiter asks again within its ``wait_ms``
+    and gets the lock when it is released, instead of a raw ResponseError."""
+    client = redis.Redis(port=server, protocol=PROTOCOL)
+    lock = Lock(client, "unblocked", ttl_ms=10_000)
+    first = lock.hold(wait_ms=0)
+    got: list = []
+    waiter = threading.Thread(target=lambda: got.append(Lock(client, "unblocked", ttl_ms=10_000).hold(wait_ms=10_000)))
+    waiter.start()
+
+    def blocked_ids() -> list:
+        return [c["id"] for c in client.client_list() if c.get("cmd") == "lock.acquire" and "b" in c.get("flags", "")]
+
+    wait_until(lambda: blocked_ids(), "the waiter to block")
+    for client_id in blocked_ids():
+        assert client.client_unblock(client_id, error=True)
+    wait_until(lambda: blocked_ids(), "the waiter to block again")
+    first.release()
+    waiter.join()
+    assert len(got) == 1 and got[0].fence > first.fence
+    got[0].release()

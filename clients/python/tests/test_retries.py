@@ -227,3 +227,27 @@ def test_the_underlying_clients_blind_retries_never_resend_a_purchase(server, ac
         check(key, before, sleeper)
 
     asyncio.run(main())
+
+
+def test_a_master_without_its_min_replicas_is_retried_and_unavailable_past_the_deadline(server):
+    """A server under ``min-replicas-to-write 1`` with no replica refuses every write with
+    NOREPLICAS (after a failover, until a replica resynchronises): nothing ran, so a purchase is
+    sent again until the deadline and ends ``UnavailableError``; once writes are taken again,
+    a purchase under way goes through, once."""
+    client = redis.Redis(port=server, protocol=PROTOCOL)
+    sale = seckill.Sale.create(client, "noreplicas", SaleSpec(stock=5), retry=RetryPolicy(deadline_s=0.5))
+    client.config_set("min-replicas-to-write", 1)
+    try:
+        with pytest.raises(seckill.UnavailableError):
+            sale.try_buy("alice")
+        assert sale.bought("alice") == 0
+        patient = seckill.Sale.open(client, "noreplicas", retry=RetryPolicy(deadline_s=30))
+        answered = []
+        buyer = threading.Thread(target=lambda: answered.append(patient.try_buy("bob")))
+        buyer.start()
+        wait_until(lambda: client.info("commandstats").get("cmdstat_seckill.try", {}).get("rejected_calls", 0) >= 3,
+                   "bob's purchase to be refused and sent again")
+    finally:
+        client.config_set("min-replicas-to-write", 0)
+    buyer.join()
+    assert answered == [4] and sale.bought("bob") == 1

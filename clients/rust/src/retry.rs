@@ -58,17 +58,33 @@ pub fn is_retryable(e: &redis::RedisError) -> bool {
         || e.is_connection_refusal()
         || e.kind() == redis::ErrorKind::ClusterConnectionNotFound
         || matches!(
-            e.code(),
+            server_code(e).as_deref(),
             Some(
                 "TRYAGAIN"
                     | "CLUSTERDOWN"
                     | "LOADING"
                     | "READONLY"
                     | "MASTERDOWN"
+                    // A master under min-replicas-to-write without its replicas (after a
+                    // failover, until one resynchronises) refused the write: nothing ran.
+                    | "NOREPLICAS"
+                    // A blocked call (a lock's wait, a WAIT) let go without its answer, as a
+                    // master turning replica in a failover does.
+                    | "UNBLOCKED"
                     | "MOVED"
                     | "ASK"
             )
         )
+}
+
+/// The error code of `e`'s server error, or of the first command's of a pipeline's failure (the
+/// lock's calls are pipelines, whose failure has no code of its own).
+pub fn server_code(e: &redis::RedisError) -> Option<String> {
+    if let Some(code) = e.code() {
+        return Some(code.to_string());
+    }
+    let errors = e.clone().into_server_errors()?;
+    errors.first().map(|(_, error)| error.code().to_string())
 }
 
 /// Whether a call that failed with `e` may have run: it was written to a connection that then
@@ -199,6 +215,8 @@ mod tests {
             "LOADING",
             "READONLY",
             "MASTERDOWN",
+            "NOREPLICAS",
+            "UNBLOCKED",
             "MOVED",
             "ASK",
         ] {

@@ -20,7 +20,11 @@ from .errors import OutcomeUnknownError, UnavailableError
 
 # MOVED and ASK are the redis-py cluster client's to follow; one that reaches the package ran
 # nothing, and the next send goes where the client has learned since.
-_RETRYABLE_CODES = ("TRYAGAIN", "CLUSTERDOWN", "LOADING", "READONLY", "MASTERDOWN", "MOVED", "ASK")
+#: NOREPLICAS: a master under min-replicas-to-write refused the write (its replicas are away,
+#: as after a failover until one resynchronises); nothing ran. UNBLOCKED: a blocked call (a
+#: lock's wait, a WAIT) was let go without its answer, as a master turning replica does.
+_RETRYABLE_CODES = ("TRYAGAIN", "CLUSTERDOWN", "LOADING", "READONLY", "MASTERDOWN", "NOREPLICAS", "UNBLOCKED",
+                    "MOVED", "ASK")
 
 
 @dataclass(frozen=True)
