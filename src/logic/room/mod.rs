@@ -90,13 +90,14 @@ pub struct Room {
     admitted: VecDeque<(UserRef, u64)>,
     /// Admitted users who have not bought and whose window is open.
     unbought: u64,
-    /// The next instant the rate admits its users.
-    next_tick_ms: u64,
+    /// The next instant the rate admits its users (`None` until the room is first stepped
+    /// after START: then at once).
+    next_tick_ms: Option<u64>,
     closed: bool,
 }
 
 impl Room {
-    /// A room made at `now_ms` (INIT), its cohort formed until `start_ms`.
+    /// A room whose cohort forms until `start_ms` (`None`: no cohort), made at `now_ms`.
     pub fn new(config: RoomConfig, seed: u64, start_ms: Option<u64>, now_ms: u64) -> Room {
         Room {
             config,
@@ -109,7 +110,7 @@ impl Room {
             drawn: start_ms.is_none_or(|start| start <= now_ms),
             admitted: VecDeque::new(),
             unbought: 0,
-            next_tick_ms: start_ms.unwrap_or(now_ms).max(now_ms),
+            next_tick_ms: None,
             closed: false,
         }
     }
@@ -214,13 +215,14 @@ impl Room {
             return Vec::new();
         }
         let mut allowance = self.lapse(now_ms);
-        if let Some(rate) = self.config.rate
-            && now_ms >= self.next_tick_ms
-        {
-            // Ticks missed while nobody waited are gone, not saved up for a burst.
-            let ticks = (now_ms - self.next_tick_ms) / rate.per_ms + 1;
-            self.next_tick_ms += ticks * rate.per_ms;
-            allowance = allowance.saturating_add(ticks.saturating_mul(rate.users));
+        if let Some(rate) = self.config.rate {
+            let next = *self.next_tick_ms.get_or_insert(now_ms);
+            if now_ms >= next {
+                // Ticks missed while nobody waited are gone, not saved up for a burst.
+                let ticks = (now_ms - next) / rate.per_ms + 1;
+                self.next_tick_ms = Some(next + ticks * rate.per_ms);
+                allowance = allowance.saturating_add(ticks.saturating_mul(rate.users));
+            }
         }
         self.admit_next(allowance, now_ms, remaining)
     }
@@ -235,11 +237,18 @@ impl Room {
 
     /// The sale sold out: everyone waiting is told so and the room's memory is freed.
     pub fn close(&mut self) {
-        let (config, seed, start_ms) = (self.config, self.seed, self.start_ms);
         *self = Room {
             closed: true,
-            ..Room::new(config, seed, start_ms, 0)
+            ..Room::new(self.config, self.seed, None, 0)
         };
+    }
+
+    /// Units came back to a sold-out sale (a restock, a refund): the room opens again, empty
+    /// and first come first served (the cohort's draw was for the sale's opening).
+    pub fn reopen(&mut self) {
+        if self.closed {
+            *self = Room::new(self.config, self.seed, None, 0);
+        }
     }
 
     /// The next instant the room must be stepped at (the timer's): START for a cohort not yet
@@ -256,7 +265,9 @@ impl Room {
             .iter()
             .find(|&&(at, _)| self.users.status(at) == Status::Admitted)
             .map(|&(_, deadline)| deadline);
-        let tick = (self.config.rate.is_some() && self.waiting() > 0).then_some(self.next_tick_ms);
+        let tick = self
+            .next_tick_ms
+            .filter(|_| self.config.rate.is_some() && self.waiting() > 0);
         window.into_iter().chain(tick).min()
     }
 

@@ -261,6 +261,15 @@ fn a_sold_out_room_tells_everyone_and_frees_its_memory() {
     assert!(room.step(START + 1, 10).is_empty());
     assert!(room.bytes() < full / 100, "{} of {full}", room.bytes());
     assert_eq!(Place::SoldOut.reply(), -1);
+    room.reopen();
+    assert!(!room.is_closed());
+    assert_eq!(
+        room.join(&user(1), START + 2),
+        Ok(Place::Waiting(1)),
+        "first come"
+    );
+    assert_eq!(room.admit(1, START + 2, 1).len(), 1);
+    assert!(room.may_buy(&user(1)));
 }
 
 #[test]
