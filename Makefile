@@ -133,6 +133,7 @@ bench: build venv examples
 	./target/release/examples/bench
 	./target/release/examples/bench_availability
 	./target/release/examples/bench_async
+	./target/release/examples/bench_room
 
 # The long versions of the reliability cases (tests/reliability.rs), one at a time; each async
 # topology case of tests/cluster.rs 20 times in a row, every run bounded; and a

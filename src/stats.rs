@@ -55,6 +55,9 @@ pub static RESTOCKS: Counter = Counter::new();
 pub static EVENTS_FAILED: Counter = Counter::new();
 pub static LENDS: Counter = Counter::new();
 pub static ABSORBS: Counter = Counter::new();
+/// Users admitted from waiting rooms, and TRYs refused for not being admitted (-6).
+pub static ADMISSIONS: Counter = Counter::new();
+pub static QUEUE_REJECTIONS: Counter = Counter::new();
 pub static SALES: Gauge = Gauge::new();
 
 pub static LOCKS: Gauge = Gauge::new();
@@ -95,5 +98,7 @@ pub fn fields(lock_waiting_clients: usize) -> Vec<(&'static str, i64)> {
         ("absorbs", c(&ABSORBS)),
         ("drained_rejections", c(&DRAINED_REJECTIONS)),
         ("seals", c(&SEALS)),
+        ("admissions", c(&ADMISSIONS)),
+        ("queue_rejections", c(&QUEUE_REJECTIONS)),
     ]
 }

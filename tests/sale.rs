@@ -950,7 +950,7 @@ fn internal_commands_only_from_replication_and_aof() {
         ]),
         argv(&[b"SECKILL._RESTORE", b"s", b"1", b"garbage"]),
         argv(&[b"SECKILL._RESTORE", b"bad", b"1", b"\x0a\x01\x05\x01a\x02"]),
-        argv(&[b"SECKILL._RESTORE", b"bad", b"9", b"\x00\x01\x00"]),
+        argv(&[b"SECKILL._RESTORE", b"bad", b"99", b"\x00\x01\x00"]),
         argv(&[b"LOCK._RESTORE", b"l", b"1", b"\x01"]),
         argv(&[
             b"SECKILL._REPLAY",

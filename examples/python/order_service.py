@@ -28,6 +28,10 @@ from redis.cluster import ClusterNode, RedisCluster
 from seckill import OVER_LIMIT, SOLD_OUT, Lock, Sale, SaleSpec, SeckillError
 
 BOUGHT, PENDING, TRY_AGAIN, SOLD_OUT_REPLY = "bought", "pending", "try again", "sold out"
+#: What the calls that go through the application's client (confirm, bought, the lock's) raise
+#: besides the package's typed errors: redis-py's, whose cluster client's "no node reachable"
+#: (RedisClusterException) is no RedisError.
+CLIENT_ERRORS = (SeckillError, redis.RedisError, redis.exceptions.RedisClusterException)
 
 
 def connect(target: str) -> Any:
@@ -81,7 +85,7 @@ class OrderService:
             # The lock stands for any order step that can fail (one writer per user's order).
             with Lock(self.client, f"order-lock:{user}").hold(wait_ms=self.lock_wait_ms):
                 self.orders.write(user, PENDING)
-        except (SeckillError, redis.RedisError, sqlite3.Error) as error:  # LockTimeout among them
+        except (*CLIENT_ERRORS, sqlite3.Error) as error:  # LockTimeout among them
             self.failures.append(type(error).__name__)
             self.give_back(user)
             return TRY_AGAIN
@@ -98,7 +102,7 @@ class OrderService:
         went back to stock) or PENDING (no answer now: settle it again later)."""
         try:
             final = self.sale.confirm(user) or self.sale.bought(user) > 0
-        except (SeckillError, redis.RedisError):  # confirm and bought go through the client as it is
+        except CLIENT_ERRORS:  # confirm and bought go through the client as it is
             return PENDING
         self.orders.write(user, "paid" if final else "given back")
         return BOUGHT if final else TRY_AGAIN

@@ -5,6 +5,7 @@ use super::{
     value_of,
 };
 use crate::logic::escrow::MAX_TRANSFER_ID;
+use crate::logic::room::{DEFAULT_WINDOW_MS, Rate, RoomConfig};
 use crate::logic::sale::{MAX_ATTEMPT_ID, MAX_PARTITIONS, MAX_UNITS};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -17,6 +18,7 @@ pub struct InitArgs<'a> {
     pub events: Option<&'a [u8]>,
     pub events_maxlen: Option<u64>,
     pub partition: Option<PartitionArgs<'a>>,
+    pub queue: Option<RoomConfig>,
     pub replace: bool,
 }
 
@@ -35,8 +37,8 @@ fn unset_if_zero(raw: &[u8], what: &str) -> ArgResult<Option<u64>> {
 }
 
 /// `SECKILL.INIT key stock [LIMIT n] [HOLD ms] [START unix_ms] [END unix_ms] [EVENTS stream
-/// [MAXLEN n]] [PARTITION i PARTITIONS n MANIFEST key] [REPLACE]`; HOLD 0, START 0, END 0 and
-/// MAXLEN 0 are the same as leaving them out.
+/// [MAXLEN n]] [PARTITION i PARTITIONS n MANIFEST key] [QUEUE [ADMIT n PER ms] [WINDOW ms]]
+/// [REPLACE]`; HOLD 0, START 0, END 0 and MAXLEN 0 are the same as leaving them out.
 pub fn init<'a>(rest: &'a [&'a [u8]]) -> ArgResult<InitArgs<'a>> {
     let (stock, options_rest) = rest.split_first().ok_or(ArgError::Arity)?;
     let mut parsed = InitArgs {
@@ -48,9 +50,11 @@ pub fn init<'a>(rest: &'a [&'a [u8]]) -> ArgResult<InitArgs<'a>> {
         events: None,
         events_maxlen: None,
         partition: None,
+        queue: None,
         replace: false,
     };
     let (mut index, mut count, mut manifest) = (None, None, None);
+    let (mut queue, mut admit, mut per, mut window) = (false, None, None, None);
     options(options_rest, |name, value| {
         match name {
             "LIMIT" => parsed.limit = integer(value_of(name, value)?, "LIMIT", 1, MAX_UNITS)?,
@@ -82,6 +86,13 @@ pub fn init<'a>(rest: &'a [&'a [u8]]) -> ArgResult<InitArgs<'a>> {
                 parsed.replace = true;
                 return Ok(false);
             }
+            "QUEUE" => {
+                queue = true;
+                return Ok(false);
+            }
+            "ADMIT" => admit = Some(integer(value_of(name, value)?, "ADMIT", 1, MAX_UNITS)?),
+            "PER" => per = Some(integer(value_of(name, value)?, "PER ms", 1, MAX_MS)?),
+            "WINDOW" => window = Some(integer(value_of(name, value)?, "WINDOW ms", 1, MAX_MS)?),
             _ => return Err(unknown_option(name.as_bytes())),
         }
         Ok(true)
@@ -109,6 +120,26 @@ pub fn init<'a>(rest: &'a [&'a [u8]]) -> ArgResult<InitArgs<'a>> {
         && end <= start
     {
         return Err(ArgError::Invalid("ERR END must be after START".to_string()));
+    }
+    if !queue && (admit.is_some() || per.is_some() || window.is_some()) {
+        return Err(ArgError::Invalid(
+            "ERR ADMIT, PER and WINDOW set the waiting room: give QUEUE too".to_string(),
+        ));
+    }
+    if queue {
+        let rate = match (admit, per) {
+            (Some(users), Some(per_ms)) => Some(Rate { users, per_ms }),
+            (None, None) => None,
+            _ => {
+                return Err(ArgError::Invalid(
+                    "ERR ADMIT n and PER ms go together".to_string(),
+                ));
+            }
+        };
+        parsed.queue = Some(RoomConfig {
+            rate,
+            window_ms: window.unwrap_or(DEFAULT_WINDOW_MS),
+        });
     }
     if parsed.events_maxlen.is_some() && parsed.events.is_none() {
         return Err(ArgError::Invalid(
@@ -205,6 +236,14 @@ pub fn user_only<'a>(rest: &[&'a [u8]]) -> ArgResult<&'a [u8]> {
 /// `SECKILL.CANCEL key user [qty] [ID attempt]`: no `qty` cancels all the user's units.
 pub fn cancel<'a>(rest: &[&'a [u8]]) -> ArgResult<BuyerCall<'a>> {
     buyer_call(rest)
+}
+
+/// `SECKILL.ADMIT key n`
+pub fn admit(rest: &[&[u8]]) -> ArgResult<u64> {
+    match rest {
+        [n] => integer(n, "n", 1, MAX_UNITS),
+        _ => Err(ArgError::Arity),
+    }
 }
 
 /// `SECKILL.RESTOCK key units`
@@ -387,6 +426,50 @@ mod tests {
     }
 
     #[test]
+    fn init_takes_a_waiting_room_with_its_rate_and_window() {
+        let queue = |args: &[&[u8]]| init(args).map(|parsed| parsed.queue);
+        assert_eq!(
+            queue(&[b"10", b"QUEUE"]),
+            Ok(Some(RoomConfig {
+                rate: None,
+                window_ms: DEFAULT_WINDOW_MS
+            }))
+        );
+        assert_eq!(
+            queue(&[
+                b"10", b"queue", b"ADMIT", b"100", b"PER", b"1000", b"WINDOW", b"5000"
+            ]),
+            Ok(Some(RoomConfig {
+                rate: Some(Rate {
+                    users: 100,
+                    per_ms: 1000
+                }),
+                window_ms: 5000
+            }))
+        );
+        assert_eq!(queue(&[b"10"]), Ok(None));
+        for (args, error) in [
+            (
+                &[&b"10"[..], b"ADMIT", b"1", b"PER", b"1"][..],
+                "give QUEUE too",
+            ),
+            (&[b"10", b"QUEUE", b"ADMIT", b"1"], "go together"),
+            (&[b"10", b"QUEUE", b"PER", b"1"], "go together"),
+            (&[b"10", b"QUEUE", b"ADMIT", b"0", b"PER", b"1"], "ADMIT"),
+            (&[b"10", b"QUEUE", b"WINDOW", b"0"], "WINDOW"),
+            (&[b"10", b"QUEUE", b"WINDOW", b"x"], "WINDOW"),
+        ] {
+            match init(args) {
+                Err(ArgError::Invalid(message)) => assert!(message.contains(error), "{message}"),
+                other => panic!("{args:?}: {other:?}"),
+            }
+        }
+        assert_eq!(admit(&[b"3"]), Ok(3));
+        assert!(admit(&[b"0"]).is_err());
+        assert_eq!(admit(&[]), Err(ArgError::Arity));
+    }
+
+    #[test]
     fn init_parses_options_in_any_order_and_case() {
         assert_eq!(
             init(&[b"10"]),
@@ -399,6 +482,7 @@ mod tests {
                 events: None,
                 events_maxlen: None,
                 partition: None,
+                queue: None,
                 replace: false
             })
         );

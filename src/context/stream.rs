@@ -26,7 +26,7 @@ pub enum Field {
 /// Most fields an entry has.
 pub const MAX_FIELDS: usize = 7;
 
-const EVENT_KINDS: [EventKind; 7] = [
+const EVENT_KINDS: [EventKind; 8] = [
     EventKind::Purchase,
     EventKind::Confirm,
     EventKind::Cancel,
@@ -34,6 +34,7 @@ const EVENT_KINDS: [EventKind; 7] = [
     EventKind::Restock,
     EventKind::Lend,
     EventKind::Absorb,
+    EventKind::Admit,
 ];
 
 /// The field names (in [`Field`] order), then the event kinds' names (in `EVENT_KINDS` order).
@@ -52,6 +53,7 @@ static WORDS: StaticStrings<{ MAX_FIELDS + EVENT_KINDS.len() }> = StaticStrings:
     "restock",
     "lend",
     "absorb",
+    "admit",
 ]);
 
 pub enum Value<'a> {

@@ -5,7 +5,5 @@ pub mod buyers;
 pub mod escrow;
 pub mod lock;
 pub mod replication;
-// The waiting room's core; its commands come next (#43).
-#[allow(dead_code)]
 pub mod room;
 pub mod sale;

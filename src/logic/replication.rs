@@ -47,13 +47,14 @@ pub enum Form {
 }
 
 /// Whether changes to a sale with these settings depend on the clock (hold deadlines and
-/// expiries, the window, stream entry IDs), so that a replica must replay them at its
+/// expiries, the window, stream entry IDs, the waiting room's draw, rate and windows), so that a replica must replay them at its
 /// master's clock.
 pub fn is_clocked(config: &SaleConfig) -> bool {
     config.hold_ms.is_some()
         || config.start_ms.is_some()
         || config.end_ms.is_some()
         || config.events.is_some()
+        || config.queue.is_some()
 }
 
 /// The form a change replicates as.

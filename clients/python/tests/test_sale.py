@@ -21,7 +21,7 @@ def test_every_number_is_the_shared_tables():
     ours = [(name, getattr(seckill.protocol, name)) for _, name, _ in rows]
     assert ours == [(name, int(value)) for _, name, value in rows]
     assert [name for _, name, _ in rows] == [
-        "SOLD_OUT", "OVER_LIMIT", "NOT_STARTED", "ENDED", "DRAINED", "MAX_PARTITIONS",
+        "SOLD_OUT", "OVER_LIMIT", "NOT_STARTED", "ENDED", "DRAINED", "NOT_ADMITTED", "MAX_PARTITIONS",
         "MIN_MODULE_VERSION"]
 
 

@@ -88,6 +88,27 @@ pub trait FlashSale {
         user: impl AsRef<[u8]> + Send,
     ) -> impl Future<Output = Result<u64>> + Send;
 
+    /// See [`crate::FlashSale::join`].
+    fn join<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+        user: impl AsRef<[u8]> + Send,
+    ) -> impl Future<Output = Result<i64>> + Send;
+
+    /// See [`crate::FlashSale::position`].
+    fn position<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+        user: impl AsRef<[u8]> + Send,
+    ) -> impl Future<Output = Result<Option<i64>>> + Send;
+
+    /// See [`crate::FlashSale::admit`].
+    fn admit<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+        n: u64,
+    ) -> impl Future<Output = Result<u64>> + Send;
+
     /// See [`crate::FlashSale::info`].
     fn info<C: ConnectionLike + Send>(
         &self,
@@ -219,6 +240,38 @@ macro_rules! impl_async_flash_sale {
                         &mut Tokio::within(con, self.0.retry_policy().deadline),
                         user.as_ref(),
                     )
+                    .await
+            }
+
+            async fn join<C: ConnectionLike + Send>(
+                &self,
+                con: &mut C,
+                user: impl AsRef<[u8]> + Send,
+            ) -> Result<i64> {
+                self.0
+                    .join_on(
+                        &mut Tokio::within(con, self.0.retry_policy().deadline),
+                        user.as_ref(),
+                    )
+                    .await
+            }
+
+            async fn position<C: ConnectionLike + Send>(
+                &self,
+                con: &mut C,
+                user: impl AsRef<[u8]> + Send,
+            ) -> Result<Option<i64>> {
+                self.0
+                    .position_on(
+                        &mut Tokio::within(con, self.0.retry_policy().deadline),
+                        user.as_ref(),
+                    )
+                    .await
+            }
+
+            async fn admit<C: ConnectionLike + Send>(&self, con: &mut C, n: u64) -> Result<u64> {
+                self.0
+                    .admit_on(&mut Tokio::within(con, self.0.retry_policy().deadline), n)
                     .await
             }
 

@@ -38,6 +38,8 @@ pub enum Error {
     ModuleTooOld { found: i64 },
     /// CONFIRM on a sale made without holds, where nothing is ever held.
     NoHolds,
+    /// `join`, `position` or `admit` on a sale made without a waiting room (QUEUE).
+    NoQueue(String),
     /// `hold` was not granted the lock within its wait; `reason` says why (another holder
     /// kept it, no replica acknowledged the grant, or the server did not answer). Nothing is
     /// left held.
@@ -94,6 +96,7 @@ impl fmt::Display for Error {
                 crate::protocol::MIN_MODULE_VERSION
             ),
             Error::NoHolds => write!(f, "the sale has no holds to confirm (made without HOLD)"),
+            Error::NoQueue(detail) => write!(f, "{detail}"),
             Error::LockTimeout { name, reason } => write!(f, "lock {name:?} not granted: {reason}"),
             Error::LockLost { name, reason } => write!(f, "lock {name:?} lost: {reason}"),
             Error::Redis(e) => write!(f, "{e}"),
@@ -132,6 +135,9 @@ impl From<redis::RedisError> for Error {
             Some("WRONGTYPE") => Error::WrongType(detail),
             Some("ERR") if detail.starts_with("a sale already exists") => Error::SaleExists(detail),
             Some("ERR") if detail.starts_with("the sale has no holds") => Error::NoHolds,
+            Some("ERR") if detail.starts_with("the sale has no waiting room") => {
+                Error::NoQueue(detail)
+            }
             Some("ERR") if detail.starts_with("unknown command") && names_module(&detail) => {
                 Error::ModuleMissing
             }

@@ -137,6 +137,23 @@ pub trait FlashSale {
     /// Units `user` owns (held or final).
     fn bought<C: ConnectionLike>(&self, con: &mut C, user: impl AsRef<[u8]>) -> Result<u64>;
 
+    /// Puts `user` in the sale's waiting room (a sale made with a queue) and replies as
+    /// `SECKILL.JOIN`: its position (>= 1) while it waits, 0 once admitted, `SOLD_OUT` once
+    /// the sale is sold out; before START, the cohort's size. `Error::NoQueue` without a room.
+    fn join<C: ConnectionLike>(&self, con: &mut C, user: impl AsRef<[u8]>) -> Result<i64>;
+
+    /// Where `user` stands, as [`FlashSale::join`] replies, without joining; `None` if it
+    /// never joined.
+    fn position<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        user: impl AsRef<[u8]>,
+    ) -> Result<Option<i64>>;
+
+    /// Admits up to `n` users from the head of the waiting room (`SECKILL.ADMIT`); how many
+    /// were (never more than the units left can serve).
+    fn admit<C: ConnectionLike>(&self, con: &mut C, n: u64) -> Result<u64>;
+
     /// The sale's totals (a partitioned sale's partitions are read one after the other, so
     /// under traffic the sum is of slightly different instants).
     fn info<C: ConnectionLike>(&self, con: &mut C) -> Result<SaleInfo>;
@@ -225,6 +242,29 @@ macro_rules! impl_flash_sale {
             ) -> $crate::Result<u64> {
                 let link = &mut $crate::link::Blocking(con);
                 $crate::link::block_on(self.bought_on(link, user.as_ref()))
+            }
+
+            fn join<C: redis::ConnectionLike>(
+                &self,
+                con: &mut C,
+                user: impl AsRef<[u8]>,
+            ) -> $crate::Result<i64> {
+                let link = &mut $crate::link::Blocking(con);
+                $crate::link::block_on(self.join_on(link, user.as_ref()))
+            }
+
+            fn position<C: redis::ConnectionLike>(
+                &self,
+                con: &mut C,
+                user: impl AsRef<[u8]>,
+            ) -> $crate::Result<Option<i64>> {
+                let link = &mut $crate::link::Blocking(con);
+                $crate::link::block_on(self.position_on(link, user.as_ref()))
+            }
+
+            fn admit<C: redis::ConnectionLike>(&self, con: &mut C, n: u64) -> $crate::Result<u64> {
+                let link = &mut $crate::link::Blocking(con);
+                $crate::link::block_on(self.admit_on(link, n))
             }
 
             fn info<C: redis::ConnectionLike>(

@@ -100,6 +100,21 @@ pub(crate) async fn bought<L: Link>(link: &mut L, key: &str, user: &[u8]) -> Res
     Ok(link.query(cmd("SECKILL.BOUGHT").arg(key).arg(user)).await?)
 }
 
+/// `SECKILL.JOIN`: where the user stands (see [`crate::FlashSale::join`]).
+pub(crate) async fn join<L: Link>(link: &mut L, key: &str, user: &[u8]) -> Result<i64> {
+    Ok(link.query(cmd("SECKILL.JOIN").arg(key).arg(user)).await?)
+}
+
+pub(crate) async fn position<L: Link>(link: &mut L, key: &str, user: &[u8]) -> Result<Option<i64>> {
+    Ok(link
+        .query(cmd("SECKILL.POSITION").arg(key).arg(user))
+        .await?)
+}
+
+pub(crate) async fn admit<L: Link>(link: &mut L, key: &str, n: u64) -> Result<u64> {
+    Ok(link.query(cmd("SECKILL.ADMIT").arg(key).arg(n)).await?)
+}
+
 pub(crate) async fn confirm<L: Link>(link: &mut L, key: &str, user: &[u8]) -> Result<bool> {
     let confirmed: i64 = link
         .query(cmd("SECKILL.CONFIRM").arg(key).arg(user))

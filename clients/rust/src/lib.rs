@@ -88,5 +88,5 @@ pub use retry::{RetryPolicy, is_retryable, may_have_run};
 pub use routing::partition_of;
 pub use sale::Sale;
 pub use session::{ClusterSession, Session};
-pub use spec::SaleSpec;
+pub use spec::{QueueSpec, SaleSpec};
 pub use tracking::SoldOutCache;

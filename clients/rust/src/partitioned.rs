@@ -118,6 +118,12 @@ impl PartitionedSale {
     ) -> Result<PartitionedSale> {
         check_name(name)?;
         spec.check()?;
+        if spec.queue.is_some() {
+            return Err(Error::InvalidArgument(
+                "a partitioned sale has no waiting room (yet): make a one-key Sale with a queue"
+                    .into(),
+            ));
+        }
         key::require_module(link).await?;
         if replace {
             PartitionedSale::delete_on(link, name).await?;
@@ -237,6 +243,7 @@ impl PartitionedSale {
             end_ms: optional("end")?,
             events: number("events")? == 1,
             events_maxlen: optional("maxlen")?,
+            queue: None,
         };
         if get("naming") != Some(partition_key(name, "<i>").as_str()) {
             return Err(Error::BadManifest(format!(
@@ -706,6 +713,27 @@ impl PartitionedSale {
     pub(crate) async fn bought_on<L: Link>(&self, link: &mut L, user: &[u8]) -> Result<u64> {
         key::check_call(user, None)?;
         key::bought(link, self.key_of(user), user).await
+    }
+
+    pub(crate) async fn join_on<L: Link>(&self, link: &mut L, user: &[u8]) -> Result<i64> {
+        key::check_call(user, None)?;
+        key::join(link, self.key_of(user), user).await
+    }
+
+    pub(crate) async fn position_on<L: Link>(
+        &self,
+        link: &mut L,
+        user: &[u8],
+    ) -> Result<Option<i64>> {
+        key::check_call(user, None)?;
+        key::position(link, self.key_of(user), user).await
+    }
+
+    /// A partitioned sale has no waiting room (yet): refused before anything is sent.
+    pub(crate) async fn admit_on<L: Link>(&self, _link: &mut L, _n: u64) -> Result<u64> {
+        Err(crate::Error::NoQueue(
+            "a partitioned sale has no waiting room (yet): make a one-key Sale with a queue".into(),
+        ))
     }
 
     pub(crate) async fn confirm_on<L: Link>(&self, link: &mut L, user: &[u8]) -> Result<bool> {

@@ -12,6 +12,9 @@ pub const ENDED: i64 = -4;
 /// `SECKILL.TRY` on a partition that is drained but not sealed: other partitions may lend it
 /// units. The client borrows and tries again, so callers never see it.
 pub const DRAINED: i64 = -5;
+/// `SECKILL.TRY` on a sale with a waiting room: the user is not admitted (it waits, never
+/// joined, or its window lapsed).
+pub const NOT_ADMITTED: i64 = -6;
 /// The oldest module this client works with, as `INFO seckill` gives it (major * 10 000 +
 /// minor * 100 + patch): 0.7.0, the first with attempt ids.
 pub const MIN_MODULE_VERSION: i64 = 700;
@@ -31,6 +34,7 @@ mod tests {
             ("NOT_STARTED", NOT_STARTED),
             ("ENDED", ENDED),
             ("DRAINED", DRAINED),
+            ("NOT_ADMITTED", NOT_ADMITTED),
             ("MAX_PARTITIONS", i64::from(MAX_PARTITIONS)),
             ("MIN_MODULE_VERSION", MIN_MODULE_VERSION),
         ];

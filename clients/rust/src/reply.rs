@@ -1,7 +1,7 @@
 //! `SECKILL.TRY`'s reply as the client libraries give it.
 
 use crate::error::{Error, Result};
-use crate::protocol::{ENDED, NOT_STARTED, OVER_LIMIT, SOLD_OUT};
+use crate::protocol::{ENDED, NOT_ADMITTED, NOT_STARTED, OVER_LIMIT, SOLD_OUT};
 
 /// What `SECKILL.TRY` replies, for the whole sale: the codes are the command's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,6 +16,8 @@ pub enum TryReply {
     NotStarted,
     /// At or after END: -4.
     Ended,
+    /// A sale with a waiting room, and the user is not admitted: -6.
+    NotAdmitted,
 }
 
 impl TryReply {
@@ -27,6 +29,7 @@ impl TryReply {
             TryReply::OverLimit => OVER_LIMIT,
             TryReply::NotStarted => NOT_STARTED,
             TryReply::Ended => ENDED,
+            TryReply::NotAdmitted => NOT_ADMITTED,
         }
     }
 
@@ -39,6 +42,7 @@ impl TryReply {
             OVER_LIMIT => TryReply::OverLimit,
             NOT_STARTED => TryReply::NotStarted,
             ENDED => TryReply::Ended,
+            NOT_ADMITTED => TryReply::NotAdmitted,
             other => {
                 return Err(Error::Redis(redis::RedisError::from((
                     redis::ErrorKind::UnexpectedReturnType,
@@ -56,10 +60,10 @@ mod tests {
 
     #[test]
     fn reply_codes_are_the_commands() {
-        for code in [7, 0, -1, -2, -3, -4] {
+        for code in [7, 0, -1, -2, -3, -4, -6] {
             assert_eq!(TryReply::from_code(code).unwrap().code(), code);
         }
         assert!(TryReply::from_code(-5).is_err());
-        assert!(TryReply::from_code(-6).is_err());
+        assert!(TryReply::from_code(-7).is_err());
     }
 }

@@ -212,6 +212,25 @@ impl Sale {
         key::bought(link, &self.key, user).await
     }
 
+    pub(crate) async fn join_on<L: Link>(&self, link: &mut L, user: &[u8]) -> Result<i64> {
+        key::check_call(user, None)?;
+        key::join(link, &self.key, user).await
+    }
+
+    pub(crate) async fn position_on<L: Link>(
+        &self,
+        link: &mut L,
+        user: &[u8],
+    ) -> Result<Option<i64>> {
+        key::check_call(user, None)?;
+        key::position(link, &self.key, user).await
+    }
+
+    pub(crate) async fn admit_on<L: Link>(&self, link: &mut L, n: u64) -> Result<u64> {
+        check_units(n)?;
+        key::admit(link, &self.key, n).await
+    }
+
     pub(crate) async fn confirm_on<L: Link>(&self, link: &mut L, user: &[u8]) -> Result<bool> {
         key::check_call(user, None)?;
         key::confirm(link, &self.key, user).await

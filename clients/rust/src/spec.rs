@@ -25,6 +25,17 @@ pub struct SaleSpec {
     /// Each partition writes its changes to its own stream, `{name/i}:events`.
     pub events: bool,
     pub events_maxlen: Option<u64>,
+    /// A waiting room in front of the stock (one-key sales): see docs/waiting-room.md.
+    pub queue: Option<QueueSpec>,
+}
+
+/// A sale's waiting room (`QUEUE`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueSpec {
+    /// `(users, per_ms)`: `users` admitted every `per_ms`; `None`: by `admit` only.
+    pub admit_rate: Option<(u64, u64)>,
+    /// How long an admitted user may buy (`None`: the module's 60 000 ms).
+    pub window_ms: Option<u64>,
 }
 
 impl SaleSpec {
@@ -38,7 +49,14 @@ impl SaleSpec {
             end_ms: None,
             events: false,
             events_maxlen: None,
+            queue: None,
         }
+    }
+
+    /// A waiting room in front of the stock (a one-key sale only).
+    pub fn queue(mut self, queue: QueueSpec) -> SaleSpec {
+        self.queue = Some(queue);
+        self
     }
 
     pub fn limit(mut self, limit: u64) -> SaleSpec {
@@ -106,6 +124,15 @@ impl SaleSpec {
                 "events_maxlen trims the event streams: set events too".into(),
             ));
         }
+        if let Some(queue) = &self.queue {
+            if let Some(window) = queue.window_ms {
+                range("window_ms", window, 1)?;
+            }
+            if let Some((users, per_ms)) = queue.admit_rate {
+                range("admit_rate users", users, 1)?;
+                range("admit_rate per_ms", per_ms, 1)?;
+            }
+        }
         Ok(())
     }
 
@@ -121,6 +148,15 @@ impl SaleSpec {
         ] {
             if let Some(value) = value {
                 init.arg(option).arg(value);
+            }
+        }
+        if let Some(queue) = &self.queue {
+            init.arg("QUEUE");
+            if let Some((users, per_ms)) = queue.admit_rate {
+                init.arg("ADMIT").arg(users).arg("PER").arg(per_ms);
+            }
+            if let Some(window) = queue.window_ms {
+                init.arg("WINDOW").arg(window);
             }
         }
         init

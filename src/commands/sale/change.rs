@@ -28,6 +28,7 @@ const OVER_LIMIT: i64 = -2;
 const NOT_STARTED: i64 = -3;
 const ENDED: i64 = -4;
 const DRAINED: i64 = -5;
+const NOT_ADMITTED: i64 = -6;
 
 /// A change to a sale, parsed once for the client's command and for its replay.
 pub(super) enum Op<'a> {
@@ -55,8 +56,14 @@ pub(super) enum Op<'a> {
     Seal {
         ms: u64,
     },
-    /// Expire due holds (the timer's change).
+    /// Expire due holds and step the waiting room (the timer's change).
     Expire,
+    Join {
+        user: &'a [u8],
+    },
+    Admit {
+        n: u64,
+    },
 }
 
 impl Op<'_> {
@@ -111,6 +118,14 @@ pub(super) fn parse_op<'a>(
         Op::Settle {
             id: args::settle(rest)?,
         }
+    } else if is("JOIN") {
+        Op::Join {
+            user: args::user_only(rest)?,
+        }
+    } else if is("ADMIT") {
+        Op::Admit {
+            n: args::admit(rest)?,
+        }
     } else if is("SEAL") {
         Op::Seal {
             ms: args::seal(rest)?,
@@ -150,6 +165,10 @@ fn apply(sale: &mut Sale, op: &Op, now_ms: u64) -> RedisResult {
                     stats::WINDOW_REJECTIONS.incr();
                     RedisValue::Integer(ENDED)
                 }
+                TryOutcome::NotAdmitted => {
+                    stats::QUEUE_REJECTIONS.incr();
+                    RedisValue::Integer(NOT_ADMITTED)
+                }
             }
         }
         Op::Confirm { user } => integer(u64::from(sale.confirm(user, now_ms)?)),
@@ -171,6 +190,8 @@ fn apply(sale: &mut Sale, op: &Op, now_ms: u64) -> RedisResult {
             sale.expire_due(now_ms);
             RedisValue::Null
         }
+        Op::Join { user } => RedisValue::Integer(sale.join(user, now_ms)?.reply()),
+        Op::Admit { n } => integer(sale.admit(n, now_ms)?),
     })
 }
 
@@ -186,8 +207,9 @@ pub(super) enum Origin<'a> {
 }
 
 /// The words of `_REPLAY`'s commands.
-static COMMAND_WORDS: StaticStrings<9> = StaticStrings::new([
-    "TRY", "CONFIRM", "CANCEL", "RESTOCK", "LEND", "ABSORB", "SETTLE", "EXPIRE", "SEAL",
+static COMMAND_WORDS: StaticStrings<11> = StaticStrings::new([
+    "TRY", "CONFIRM", "CANCEL", "RESTOCK", "LEND", "ABSORB", "SETTLE", "EXPIRE", "SEAL", "JOIN",
+    "ADMIT",
 ]);
 
 /// Parses and applies one change at `now_ms`, then publishes what changed (counters,
@@ -211,7 +233,7 @@ pub(super) fn mutate(
             .get_flags()
             .intersects(ContextFlags::REPLICATED | ContextFlags::LOADING);
     let from_client = origin == Origin::Client && !bare_copy;
-    if let (Op::Try { user, .. }, true) = (&op, from_client) {
+    if let (Op::Try { user, .. } | Op::Join { user }, true) = (&op, from_client) {
         args::user_within(user, config::max_user_bytes())?;
     }
     let key = ctx.open_key_writable(key_name);

@@ -16,6 +16,7 @@ pub(super) fn notification(kind: EventKind) -> &'static CStr {
         EventKind::Restock => c"seckill.restock",
         EventKind::Lend => c"seckill.lend",
         EventKind::Absorb => c"seckill.absorb",
+        EventKind::Admit => c"seckill.admit",
     }
 }
 
@@ -33,6 +34,7 @@ pub(super) fn count(event: &SaleEvent, holds: bool) {
         EventKind::Restock => stats::RESTOCKS.incr(),
         EventKind::Lend => stats::LENDS.incr(),
         EventKind::Absorb => stats::ABSORBS.incr(),
+        EventKind::Admit => stats::ADMISSIONS.incr(),
     }
 }
 
@@ -46,9 +48,11 @@ pub(super) fn append_entry(
     id: Option<(u64, u64)>,
 ) -> Result<(u64, u64), &'static str> {
     use stream::{Field, Value};
-    let user = event
-        .record_id
-        .map_or(&b""[..], |record_id| sale.buyers().record(record_id).0);
+    let user = match (event.record_id, event.admitted, sale.room()) {
+        (Some(record_id), _, _) => sale.buyers().record(record_id).0,
+        (None, Some(at), Some(room)) => room.user(at),
+        _ => &b""[..],
+    };
     let order = (event.order > 0).then(|| sale.order_uuid(event.order));
     let mut fields = [
         (Field::Event, Value::Kind(event.kind)),

@@ -1,6 +1,7 @@
-//! The hold-expiry timer: armed after every change, followed across RENAME, MOVE and COPY,
-//! and what it does when it fires (a master expires the due holds; a replica only looks
-//! again later, as its master's `_REPLAY` expires them).
+//! The sale's timer (hold expiries, waiting-room steps): armed after every change, followed
+//! across RENAME, MOVE and COPY, and what it does when it fires (a master expires the due
+//! holds and steps the room; a replica only looks again later, as its master's `_REPLAY`
+//! does both).
 
 use super::change::{Origin, mutate};
 use crate::commands::Args;
@@ -15,7 +16,7 @@ use redis_module::{Context, ContextFlags, NotifyEvent, RedisString};
 const REPLICA_RECHECK_MS: u64 = 1_000;
 
 pub(super) fn arm_for_holds(ctx: &Context, key_name: &RedisString, value: &mut SaleValue) {
-    let due = value.sale.next_expiry();
+    let due = value.sale.next_timer_ms();
     value.arm_expiry_timer(ctx, selected_db(ctx), key_name.as_slice(), due);
 }
 
@@ -45,7 +46,7 @@ pub fn on_expiry_timer(ctx: &Context, fired: Fired) {
             value.expiry_timer_fired(&fired);
             // A replica never expires holds on its own: its master's _REPLAY does.
             if !ctx.get_flags().contains(ContextFlags::MASTER) {
-                if value.sale.next_expiry().is_some() {
+                if value.sale.next_timer_ms().is_some() {
                     let recheck = now_ms() + REPLICA_RECHECK_MS;
                     value.arm_expiry_timer(ctx, home.db(), &home.key, Some(recheck));
                 }

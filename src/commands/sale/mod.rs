@@ -8,7 +8,7 @@ mod expiry;
 mod read;
 
 pub use expiry::{on_expiry_timer, on_key_moved};
-pub use read::{BOUGHT, BUYERS, INFO, TRANSFERS};
+pub use read::{BOUGHT, BUYERS, INFO, POSITION, TRANSFERS};
 
 use super::internal::{internal_only, restored_value};
 use super::{Args, Command};
@@ -68,6 +68,12 @@ impl From<SaleError> for RedisError {
                 "ERR the sale's buyer table is full (4 GiB of user ids): start another sale"
                     .to_string()
             }
+            SaleError::NoQueue => {
+                "ERR the sale has no waiting room (it was made without QUEUE)".to_string()
+            }
+            SaleError::RoomFull => {
+                "ERR the sale's waiting room is full (4 GiB of user ids)".to_string()
+            }
         })
     }
 }
@@ -117,13 +123,25 @@ pub const INIT: Command = Command {
                     tokened(c"MANIFEST", c"manifest", Kind::Text),
                 ],
             },
+            Arg {
+                name: c"queue",
+                kind: Kind::Block,
+                token: None,
+                optional: true,
+                subargs: &[
+                    flag(c"QUEUE"),
+                    option(c"ADMIT", c"users", Kind::Integer),
+                    option(c"PER", c"per_ms", Kind::Integer),
+                    option(c"WINDOW", c"window_ms", Kind::Integer),
+                ],
+            },
             flag(c"REPLACE"),
         ],
     }),
 };
 
 /// SECKILL.INIT key stock [LIMIT n] [HOLD ms] [START unix_ms] [END unix_ms] [EVENTS stream]
-/// [REPLACE]
+/// [QUEUE [ADMIT n PER ms] [WINDOW ms]] [REPLACE]
 pub fn init(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
     let parsed = args::init(rest)?;
     if let Some(stream) = parsed.events {
@@ -162,6 +180,7 @@ pub fn init(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
             index: p.index,
             count: p.count,
         }),
+        queue: parsed.queue,
     };
     let sale = Sale::new(config, random_seed())?;
     let payload = encoding::encode_sale(&sale);
@@ -187,7 +206,7 @@ pub const TRY: Command = Command {
     flags: c"write deny-oom fast",
     handler: try_buy,
     doc: Some(Doc {
-        summary: c"Buys `qty` units (default 1) for `user` in one atomic step: checks sold out, window and LIMIT, takes the stock, records the buyer. Replies the units left, or -1 sold out, -2 over limit, -3 not started, -4 ended, -5 (a partition only) drained but not sealed. Repeated with the same ID while the buyer owns what it bought, it changes nothing and replies the units left.",
+        summary: c"Buys `qty` units (default 1) for `user` in one atomic step: checks sold out, window and LIMIT, takes the stock, records the buyer. Replies the units left, or -1 sold out, -2 over limit, -3 not started, -4 ended, -5 (a partition only) drained but not sealed, -6 (a sale with QUEUE) not admitted. Repeated with the same ID while the buyer owns what it bought, it changes nothing and replies the units left.",
         complexity: c"O(1)",
         since: c"0.1.0",
         access: Access::Write,
@@ -237,6 +256,44 @@ pub const CANCEL: Command = Command {
 /// SECKILL.CANCEL key user [qty] [ID attempt]
 pub fn cancel(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
     mutate(ctx, key_name, b"CANCEL", rest, now_ms(), Origin::Client)
+}
+
+pub const JOIN: Command = Command {
+    name: c"seckill.join",
+    flags: c"write deny-oom",
+    handler: join,
+    doc: Some(Doc {
+        summary: c"Puts `user` in the waiting room of a sale made with QUEUE. Replies its position (>= 1) while it waits, 0 once admitted, -1 when the sale is sold out; before START, the number of users who joined (the cohort, ordered at random when the sale opens). Joining again replies the same.",
+        complexity: c"O(1); O(N) for the join that first comes after START, N the users who joined before it",
+        since: c"0.10.0",
+        access: Access::Write,
+        inserts_after: None,
+        args: &[KEY, USER],
+    }),
+};
+
+/// SECKILL.JOIN key user
+pub fn join(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
+    mutate(ctx, key_name, b"JOIN", rest, now_ms(), Origin::Client)
+}
+
+pub const ADMIT: Command = Command {
+    name: c"seckill.admit",
+    flags: c"write",
+    handler: admit,
+    doc: Some(Doc {
+        summary: c"Admits up to `n` users from the head of a sale's waiting room (never more than the units left can serve). Replies how many were admitted.",
+        complexity: c"O(N), N the users admitted",
+        since: c"0.10.0",
+        access: Access::Write,
+        inserts_after: None,
+        args: &[KEY, UNITS],
+    }),
+};
+
+/// SECKILL.ADMIT key n
+pub fn admit(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
+    mutate(ctx, key_name, b"ADMIT", rest, now_ms(), Origin::Client)
 }
 
 pub const RESTOCK: Command = Command {

@@ -90,32 +90,42 @@ pub fn info(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
             RedisValue::StringBuffer(p.manifest.clone())
         });
         let partition_index = partition.map_or(RedisValue::Null, |p| integer(p.index));
-        fields_reply(
-            ctx,
-            vec![
-                ("stock", integer(s.stock)),
-                ("remaining", integer(s.remaining)),
-                ("sold", integer(s.sold)),
-                ("buyers", integer(s.buyers)),
-                ("limit", integer(s.limit)),
-                ("sold_out", RedisValue::Bool(s.sold_out)),
-                ("held", integer(s.held)),
-                ("start", optional_ms(s.start_ms)),
-                ("end", optional_ms(s.end_ms)),
-                ("hold", optional_ms(s.hold_ms)),
-                ("restocked", integer(s.restocked)),
-                ("refunded", integer(s.refunded)),
-                ("events", events),
-                ("lent", integer(s.lent)),
-                ("absorbed", integer(s.absorbed)),
-                ("pending_out", integer(s.pending_out)),
-                ("maxlen", optional_ms(sale.config().events_maxlen)),
-                ("manifest", manifest),
-                ("partition", partition_index),
-                ("partitions", integer(partition.map_or(0, |p| p.count))),
-                ("sealed", RedisValue::Bool(s.sealed)),
-            ],
-        )
+        let mut fields = vec![
+            ("stock", integer(s.stock)),
+            ("remaining", integer(s.remaining)),
+            ("sold", integer(s.sold)),
+            ("buyers", integer(s.buyers)),
+            ("limit", integer(s.limit)),
+            ("sold_out", RedisValue::Bool(s.sold_out)),
+            ("held", integer(s.held)),
+            ("start", optional_ms(s.start_ms)),
+            ("end", optional_ms(s.end_ms)),
+            ("hold", optional_ms(s.hold_ms)),
+            ("restocked", integer(s.restocked)),
+            ("refunded", integer(s.refunded)),
+            ("events", events),
+            ("lent", integer(s.lent)),
+            ("absorbed", integer(s.absorbed)),
+            ("pending_out", integer(s.pending_out)),
+            ("maxlen", optional_ms(sale.config().events_maxlen)),
+            ("manifest", manifest),
+            ("partition", partition_index),
+            ("partitions", integer(partition.map_or(0, |p| p.count))),
+            ("sealed", RedisValue::Bool(s.sealed)),
+        ];
+        // A sale with a waiting room only: the others' replies stay as they were.
+        if let Some(room) = sale.room() {
+            let config = room.config();
+            let (admit, per) = config.rate.map_or((0, 0), |r| (r.users, r.per_ms));
+            fields.extend([
+                ("queue_admit", integer(admit)),
+                ("queue_per", integer(per)),
+                ("queue_window", integer(config.window_ms)),
+                ("waiting", integer(room.waiting())),
+                ("admitted", integer(room.unbought())),
+            ]);
+        }
+        fields_reply(ctx, fields)
     })
 }
 
@@ -137,6 +147,31 @@ pub const BOUGHT: Command = Command {
 pub fn bought(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
     let user = args::user_only(rest)?;
     read_sale(ctx, key_name, |sale, now| integer(sale.bought(user, now)))
+}
+
+pub const POSITION: Command = Command {
+    name: c"seckill.position",
+    flags: c"readonly fast",
+    handler: position,
+    doc: Some(Doc {
+        summary: c"Where `user` stands in a sale's waiting room, without joining: as SECKILL.JOIN replies, or nil if it never joined.",
+        complexity: c"O(1)",
+        since: c"0.10.0",
+        access: Access::Read,
+        inserts_after: None,
+        args: &[KEY, USER],
+    }),
+};
+
+/// SECKILL.POSITION key user
+pub fn position(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
+    let user = args::user_only(rest)?;
+    Ok(
+        match read_sale(ctx, key_name, |sale, _| sale.position(user))?? {
+            Some(place) => RedisValue::Integer(place.reply()),
+            None => RedisValue::Null,
+        },
+    )
 }
 
 pub const BUYERS: Command = Command {

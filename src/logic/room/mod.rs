@@ -9,9 +9,6 @@
 //! while the admitted users who have not bought cover the units left, so nobody is admitted
 //! to a sale that cannot serve them. Once the sale is sold out the room is closed and its
 //! memory freed.
-//!
-//! Not wired to commands yet: INIT's `QUEUE` option, JOIN, POSITION, ADMIT, TRY's gate, the
-//! timer, the events and the encoding come next (#43).
 
 mod shuffle;
 mod table;
@@ -71,6 +68,21 @@ pub enum RoomError {
     Full,
 }
 
+/// A room as stored: users in join order, the queue and the open windows by user index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RoomState<'a> {
+    pub closed: bool,
+    pub drawn: bool,
+    pub cohort: u64,
+    pub head: u64,
+    pub next_tick_ms: Option<u64>,
+    /// (user, status, place) of each user.
+    pub users: Vec<(&'a [u8], Status, u32)>,
+    pub queue: Vec<u32>,
+    pub admitted: Vec<(u32, u64)>,
+}
+
+#[derive(Clone)]
 pub struct Room {
     config: RoomConfig,
     /// The cohort's shuffle is drawn from this (the sale's seed).
@@ -282,6 +294,107 @@ impl Room {
         self.users.bytes()
             + allocated(self.queue.capacity() * size_of::<UserRef>())
             + allocated(self.admitted.capacity() * size_of::<(UserRef, u64)>())
+    }
+
+    /// The room as the encoding stores it.
+    pub fn state(&self) -> RoomState<'_> {
+        let refs: Vec<UserRef> = self.users.iter().collect();
+        let index = |at: UserRef| refs.binary_search(&at).expect("a user of this room") as u32;
+        RoomState {
+            closed: self.closed,
+            drawn: self.drawn,
+            cohort: self.cohort as u64,
+            head: self.head as u64,
+            next_tick_ms: self.next_tick_ms,
+            users: refs
+                .iter()
+                .map(|&at| {
+                    (
+                        self.users.user(at),
+                        self.users.status(at),
+                        self.users.place(at),
+                    )
+                })
+                .collect(),
+            queue: self.queue.iter().map(|&at| index(at)).collect(),
+            admitted: self
+                .admitted
+                .iter()
+                .map(|&(at, deadline)| (index(at), deadline))
+                .collect(),
+        }
+    }
+
+    /// A room rebuilt from its stored state, refusing one that breaks the room's rules.
+    pub fn from_state(
+        config: RoomConfig,
+        seed: u64,
+        start_ms: Option<u64>,
+        state: RoomState,
+    ) -> Result<Room, &'static str> {
+        let mut room = Room::new(config, seed, start_ms, 0);
+        room.closed = state.closed;
+        room.drawn = state.drawn;
+        room.next_tick_ms = state.next_tick_ms;
+        let mut refs = Vec::with_capacity(state.users.len());
+        for &(user, status, place) in &state.users {
+            if user.is_empty()
+                || room.users.find(user).is_some()
+                || !room.users.has_room(user.len())
+            {
+                return Err("waiting room user empty or twice");
+            }
+            refs.push(room.users.insert(user, status, place));
+        }
+        let at = |index: u32| {
+            refs.get(index as usize)
+                .copied()
+                .ok_or("waiting room index out of range")
+        };
+        room.queue = state
+            .queue
+            .iter()
+            .map(|&i| at(i))
+            .collect::<Result<_, _>>()?;
+        room.admitted = state
+            .admitted
+            .iter()
+            .map(|&(i, deadline)| Ok((at(i)?, deadline)))
+            .collect::<Result<_, &'static str>>()?;
+        room.head = usize::try_from(state.head).map_err(|_| "bad head")?;
+        room.cohort = usize::try_from(state.cohort).map_err(|_| "bad cohort")?;
+        if room.head > room.queue.len()
+            || room.cohort > room.queue.len()
+            || (room.closed && !refs.is_empty())
+        {
+            return Err("waiting room out of range");
+        }
+        for (place, &at) in room.queue.iter().enumerate().skip(room.head) {
+            if room.users.status(at) != Status::Waiting || room.users.place(at) as usize != place {
+                return Err("waiting room queue and places disagree");
+            }
+        }
+        let waiting = refs
+            .iter()
+            .filter(|&&at| room.users.status(at) == Status::Waiting)
+            .count();
+        if waiting != room.queue.len() - room.head {
+            return Err("waiting room queue and places disagree");
+        }
+        room.unbought = refs
+            .iter()
+            .filter(|&&at| room.users.status(at) == Status::Admitted)
+            .count() as u64;
+        if room
+            .admitted
+            .iter()
+            .filter(|&&(at, _)| room.users.status(at) == Status::Admitted)
+            .count() as u64
+            != room.unbought
+        {
+            return Err("waiting room admissions disagree");
+        }
+        Ok(room)
     }
 
     fn draw_if_due(&mut self, now_ms: u64) {

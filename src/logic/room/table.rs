@@ -25,7 +25,7 @@ pub enum Status {
 }
 
 impl Status {
-    fn code(self) -> u8 {
+    pub fn code(self) -> u8 {
         match self {
             Status::Waiting => 0,
             Status::Admitted => 1,
@@ -34,13 +34,14 @@ impl Status {
         }
     }
 
-    fn from_code(code: u8) -> Status {
-        match code {
+    pub fn from_code(code: u8) -> Option<Status> {
+        Some(match code {
             0 => Status::Waiting,
             1 => Status::Admitted,
             2 => Status::Bought,
-            _ => Status::Lapsed,
-        }
+            3 => Status::Lapsed,
+            _ => return None,
+        })
     }
 }
 
@@ -116,7 +117,20 @@ impl RoomUsers {
 
     pub fn status(&self, at: UserRef) -> Status {
         let (_, pos) = header_at(&self.arena, at);
-        Status::from_code(self.arena[pos])
+        Status::from_code(self.arena[pos]).expect("only Status codes are written")
+    }
+
+    /// Every user's handle, in join order.
+    pub fn iter(&self) -> impl Iterator<Item = UserRef> + '_ {
+        let mut at = 0usize;
+        std::iter::from_fn(move || {
+            (at < self.arena.len()).then(|| {
+                let this = at as UserRef;
+                let (_, status) = header_at(&self.arena, this);
+                at = status + 5;
+                this
+            })
+        })
     }
 
     pub fn place(&self, at: UserRef) -> u32 {
@@ -172,8 +186,10 @@ mod tests {
             Status::Bought,
             Status::Lapsed,
         ] {
-            assert_eq!(Status::from_code(status.code()), status);
+            assert_eq!(Status::from_code(status.code()), Some(status));
         }
+        assert_eq!(Status::from_code(4), None);
+        assert_eq!(users.iter().collect::<Vec<_>>(), [a, b]);
     }
 
     #[test]

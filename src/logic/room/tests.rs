@@ -284,3 +284,36 @@ fn a_waiting_user_costs_at_most_40_bytes_at_a_million_joiners() {
     let per_user = room.bytes() as f64 / JOINERS as f64;
     assert!(per_user <= 40.0, "{per_user:.1} bytes per waiting user");
 }
+
+#[test]
+fn a_room_rebuilt_from_its_state_is_the_same_room() {
+    let mut original = room(Some((3, 100)), 500);
+    for n in 0..40 {
+        original.join(&user(n), START - 1).unwrap();
+    }
+    original.step(START, 20);
+    let bought = (0..40).map(user).find(|u| original.may_buy(u)).unwrap();
+    original.bought(&bought);
+    original.step(START + 100, 20);
+    let config = original.config();
+    let mut copy = Room::from_state(config, 0x5EC_C111, Some(START), original.state()).unwrap();
+    assert_eq!(copy.state(), original.state());
+    for n in 0..40 {
+        assert_eq!(copy.place(&user(n)), original.place(&user(n)), "user {n}");
+    }
+    assert_eq!(copy.unbought(), original.unbought());
+    assert_eq!(copy.next_step_ms(), original.next_step_ms());
+    // Both go on alike.
+    let (a, b) = (original.step(START + 600, 20), copy.step(START + 600, 20));
+    assert_eq!(a.len(), b.len());
+    let state = copy.state();
+    let mut broken = state.clone();
+    broken.head = 100;
+    assert!(Room::from_state(config, 1, Some(START), broken).is_err());
+    let mut broken = state.clone();
+    broken.queue.push(999);
+    assert!(Room::from_state(config, 1, Some(START), broken).is_err());
+    let mut broken = state;
+    broken.users.push((b"user:0", Status::Waiting, 0));
+    assert!(Room::from_state(config, 1, Some(START), broken).is_err());
+}

@@ -104,6 +104,14 @@ impl Sale {
         self.holds.next_deadline()
     }
 
+    /// When the sale's timer must fire next: the earliest hold expiry or waiting-room step.
+    pub fn next_timer_ms(&self) -> Option<u64> {
+        self.next_expiry()
+            .into_iter()
+            .chain(self.next_room_step())
+            .min()
+    }
+
     /// Whether the hold item `(at, record_id)` still stands for units held until `at`.
     pub(super) fn is_live(&self, at: u64, record_id: RecordId) -> bool {
         is_live(&self.buyers, at, record_id)
@@ -117,8 +125,8 @@ impl Sale {
     }
 
     /// Returns the units of every hold due at `now_ms` to stock; once the sale has ended,
-    /// forgets its finished transfers (none can be lent or absorbed again). Every change runs
-    /// it first, so each sees the sale as of its own clock.
+    /// forgets its finished transfers (none can be lent or absorbed again); steps the waiting
+    /// room. Every change runs it first, so each sees the sale as of its own clock.
     pub fn expire_due(&mut self, now_ms: u64) {
         if self.has_ended(now_ms) {
             self.changed |= self.ledger.forget_finished();
@@ -140,12 +148,15 @@ impl Sale {
         if popped {
             self.drop_stale_holds();
         }
+        self.step_room(now_ms);
     }
 
     /// Whether [`Sale::expire_due`] at `now_ms` would change anything: it must look at what
     /// `expire_due` does, or a TRY called unchanged could change the sale without its stream.
     pub(super) fn anything_due(&self, now_ms: u64) -> bool {
-        (self.has_ended(now_ms) && self.ledger.has_finished()) || self.holds.is_due(now_ms)
+        (self.has_ended(now_ms) && self.ledger.has_finished())
+            || self.holds.is_due(now_ms)
+            || self.room_due(now_ms)
     }
 }
 

@@ -14,6 +14,7 @@ mod attempts;
 mod holds;
 mod ids;
 mod purchase;
+mod queue;
 mod report;
 mod transfers;
 
@@ -25,6 +26,7 @@ pub use report::{BuyerRow, BuyerState, SaleSummary};
 
 use super::buyers::{BuyerRecord, Buyers, Layout, RecordId};
 use super::escrow::Ledger;
+use super::room::{Room, RoomConfig, RoomError, UserRef};
 /// Largest stock, limit or quantity: Redis integers are signed 64-bit.
 pub const MAX_UNITS: u64 = i64::MAX as u64;
 
@@ -52,6 +54,19 @@ pub enum SaleError {
     BuyersFull,
     /// SEAL on a sale that is not a partition of a larger one.
     NotPartition,
+    /// JOIN, POSITION or ADMIT on a sale made without QUEUE.
+    NoQueue,
+    /// The waiting room holds all the users it can.
+    RoomFull,
+}
+
+impl From<RoomError> for SaleError {
+    fn from(e: RoomError) -> SaleError {
+        match e {
+            RoomError::EmptyUser => SaleError::EmptyUser,
+            RoomError::Full => SaleError::RoomFull,
+        }
+    }
 }
 
 /// Most partitions one sale may have: one per cluster hash slot.
@@ -82,6 +97,8 @@ pub struct SaleConfig {
     pub events_maxlen: Option<u64>,
     /// Set when this sale key is one partition of a larger sale.
     pub partition: Option<Partition>,
+    /// A waiting room in front of the stock (`QUEUE`).
+    pub queue: Option<RoomConfig>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,6 +112,8 @@ pub enum EventKind {
     Lend,
     /// Units absorbed from another sale key.
     Absorb,
+    /// A user admitted from the waiting room (no unit moves).
+    Admit,
 }
 
 impl EventKind {
@@ -107,6 +126,7 @@ impl EventKind {
             EventKind::Restock => "restock",
             EventKind::Lend => "lend",
             EventKind::Absorb => "absorb",
+            EventKind::Admit => "admit",
         }
     }
 }
@@ -122,6 +142,8 @@ pub struct SaleEvent {
     pub order: u64,
     /// Units left after the change.
     pub remaining: u64,
+    /// The admitted user of an `Admit` (a handle into the waiting room).
+    pub admitted: Option<UserRef>,
 }
 
 /// The persisted counters of a sale, besides its config and buyers.
@@ -158,6 +180,8 @@ pub struct Sale {
     ledger: Ledger,
     /// Each buyer's last TRY or CANCEL with an attempt id (see `attempts.rs`).
     attempts: Attempts,
+    /// The waiting room of a sale made with QUEUE (see `queue.rs`).
+    room: Option<Box<Room>>,
     /// Changes not yet taken by the command layer.
     events: Vec<SaleEvent>,
     /// Whether anything changed since the last `clear_events`, with or without an event (a
@@ -195,6 +219,18 @@ impl Sale {
         {
             return Err(SaleError::Invalid("PARTITION out of range"));
         }
+        if let Some(queue) = &config.queue
+            && (queue.window_ms == 0
+                || queue.window_ms > MAX_UNITS
+                || queue.rate.is_some_and(|r| {
+                    r.users == 0 || r.per_ms == 0 || r.users > MAX_UNITS || r.per_ms > MAX_UNITS
+                }))
+        {
+            return Err(SaleError::Invalid("QUEUE out of range"));
+        }
+        let room = config
+            .queue
+            .map(|queue| Box::new(Room::new(queue, room_seed(&seed), config.start_ms, 0)));
         let layout = Layout {
             limit: config.limit,
             holds: config.hold_ms.is_some(),
@@ -208,6 +244,7 @@ impl Sale {
             holds: HoldQueue::default(),
             ledger: Ledger::default(),
             attempts: Attempts::default(),
+            room,
             events: Vec::new(),
             changed: false,
             totals: SaleTotals {
@@ -374,6 +411,7 @@ impl Sale {
             qty,
             order,
             remaining: self.remaining,
+            admitted: None,
         });
     }
 
@@ -412,7 +450,15 @@ impl Sale {
             + self.attempts.heap_bytes()
             + self.config.events.as_ref().map_or(0, Vec::capacity)
             + self.events.capacity() * std::mem::size_of::<SaleEvent>()
+            + self.room.as_ref().map_or(0, |room| room.bytes())
     }
+}
+
+/// The waiting room's shuffle seed: the sale's random seed (drawn at INIT, replicated with it).
+fn room_seed(seed: &[u8; 16]) -> u64 {
+    let (high, low) = seed.split_at(8);
+    u64::from_le_bytes(high.try_into().expect("8 bytes"))
+        ^ u64::from_le_bytes(low.try_into().expect("8 bytes"))
 }
 
 /// What the tests of every part of the sale share: settings, sales, and the invariants.

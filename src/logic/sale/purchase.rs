@@ -28,6 +28,8 @@ pub enum TryOutcome {
     NotStarted,
     /// At or after the sale's END.
     Ended,
+    /// A sale with QUEUE, and the user is not admitted (or its window lapsed).
+    NotAdmitted,
 }
 
 impl Sale {
@@ -104,6 +106,9 @@ impl Sale {
         if let Some(refusal) = self.refusal_before_lookup(qty, now_ms) {
             return Ok(refusal);
         }
+        if !self.admitted(user) {
+            return Ok(TryOutcome::NotAdmitted);
+        }
         let found = found.unwrap_or_else(|| self.buyers.find(user));
         let mut record = found.map_or_else(BuyerRecord::default, |(_, record)| record);
         if record.units() + qty > self.config.limit {
@@ -154,6 +159,7 @@ impl Sale {
         }
         self.remaining -= qty;
         self.record(EventKind::Purchase, Some(record_id), qty, record.order);
+        self.left_room(user);
         Ok(TryOutcome::Bought {
             remaining: self.remaining,
         })

@@ -16,7 +16,7 @@ pub use sale::{decode_sale, encode_sale};
 
 use crate::logic::buyers::{get_varint, put_varint};
 
-pub const SALE_VERSION: u32 = 8;
+pub const SALE_VERSION: u32 = 9;
 pub const LOCK_VERSION: u32 = 1;
 
 #[derive(Debug, PartialEq, Eq)]

@@ -6,10 +6,11 @@ use super::{DecodeError, Decoded, Reader, put_bytes};
 use crate::logic::buyers::BuyerRecord;
 use crate::logic::buyers::put_varint;
 use crate::logic::escrow::{Ledger, Leg, Transfer};
+use crate::logic::room::{Rate, RoomConfig, RoomState, Status};
 use crate::logic::sale::{Attempt, AttemptKind, Partition, Sale, SaleConfig, SaleTotals};
 use std::num::NonZeroU64;
 
-/// v7 and v8: `stock limit hold_ms start_ms end_ms events events_maxlen manifest partition partitions
+/// v7 to v9: `stock limit hold_ms start_ms end_ms events events_maxlen manifest partition partitions
 /// sealed_until replay_clock last_entry_ms last_entry_seq seed restocked refunded orders lent absorbed
 /// transfer_count (id kind units [asked] peer [started_ms])* count (user final held expires_at
 /// order)*`; integers are varints, `events`, `seed`, ids and peers are length-prefixed bytes,
@@ -19,7 +20,8 @@ use std::num::NonZeroU64;
 /// 0 (asked) and, settled, the empty peer (those versions did not keep them). Records are
 /// in creation order, the gone ones included, so a replica loading this lays its table out
 /// as the master's. v8 appends `attempt_count (user kind digest_high digest_low asked
-/// units)*`, each buyer's last attempt id (kind 0 TRY, 1 CANCEL), in record order.
+/// units)*`, each buyer's last attempt id (kind 0 TRY, 1 CANCEL), in record order; v9
+/// appends the waiting room (see [`put_room`]).
 pub fn encode_sale(sale: &Sale) -> Vec<u8> {
     let config = sale.config();
     let totals = sale.totals();
@@ -108,7 +110,116 @@ pub fn encode_sale(sale: &Sale) -> Vec<u8> {
             put_varint(&mut out, value);
         }
     }
+    put_room(&mut out, sale);
     out
+}
+
+/// v9's waiting room, after the attempts: `0`, or `1 admit per window closed drawn cohort head
+/// next_tick users (user status place)* queue (index)* admitted (index deadline)*`; `admit`
+/// and `per` 0 for a room admitted by hand, `next_tick` 0 for none (else the ms plus one),
+/// users in join order, the queue and the open windows by a user's index in that order.
+fn put_room(out: &mut Vec<u8>, sale: &Sale) {
+    let Some(room) = sale.room() else {
+        out.push(0);
+        return;
+    };
+    out.push(1);
+    let config = room.config();
+    let (users, per) = config.rate.map_or((0, 0), |rate| (rate.users, rate.per_ms));
+    let state = room.state();
+    for value in [
+        users,
+        per,
+        config.window_ms,
+        u64::from(state.closed),
+        u64::from(state.drawn),
+        state.cohort,
+        state.head,
+        state.next_tick_ms.map_or(0, |ms| ms + 1),
+        state.users.len() as u64,
+    ] {
+        put_varint(out, value);
+    }
+    for (user, status, place) in &state.users {
+        put_bytes(out, user);
+        out.push(status.code());
+        put_varint(out, u64::from(*place));
+    }
+    put_varint(out, state.queue.len() as u64);
+    for index in &state.queue {
+        put_varint(out, u64::from(*index));
+    }
+    put_varint(out, state.admitted.len() as u64);
+    for (index, deadline) in &state.admitted {
+        put_varint(out, u64::from(*index));
+        put_varint(out, *deadline);
+    }
+}
+
+/// v9's waiting room (see [`put_room`]).
+fn read_room(reader: &mut Reader, sale: &mut Sale) -> Decoded<()> {
+    let present = reader.bytes.get(reader.pos).copied();
+    reader.pos += 1;
+    match present {
+        Some(0) => return Ok(()),
+        Some(1) => {}
+        _ => return Err(DecodeError("bad waiting room marker")),
+    }
+    let (users, per, window_ms) = (reader.varint()?, reader.varint()?, reader.varint()?);
+    let rate = match (users, per) {
+        (0, 0) => None,
+        (0, _) | (_, 0) => return Err(DecodeError("bad waiting room rate")),
+        (users, per_ms) => Some(Rate { users, per_ms }),
+    };
+    let flag = |value: u64| match value {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(DecodeError("bad waiting room flag")),
+    };
+    let closed = flag(reader.varint()?)?;
+    let drawn = flag(reader.varint()?)?;
+    let (cohort, head) = (reader.varint()?, reader.varint()?);
+    let next_tick_ms = reader.varint()?.checked_sub(1);
+    let index =
+        |value: u64| u32::try_from(value).map_err(|_| DecodeError("bad waiting room index"));
+    let count = reader.varint()?;
+    let count = check_count(reader, count, 3)?;
+    let mut state = RoomState {
+        closed,
+        drawn,
+        cohort,
+        head,
+        next_tick_ms,
+        users: Vec::with_capacity(count),
+        queue: Vec::new(),
+        admitted: Vec::new(),
+    };
+    for _ in 0..count {
+        let user = reader.bytes()?;
+        let status = reader
+            .bytes
+            .get(reader.pos)
+            .copied()
+            .and_then(Status::from_code);
+        reader.pos += 1;
+        let status = status.ok_or(DecodeError("bad waiting room status"))?;
+        state.users.push((user, status, index(reader.varint()?)?));
+    }
+    let count = reader.varint()?;
+    let count = check_count(reader, count, 1)?;
+    for _ in 0..count {
+        state.queue.push(index(reader.varint()?)?);
+    }
+    let count = reader.varint()?;
+    let count = check_count(reader, count, 2)?;
+    for _ in 0..count {
+        state
+            .admitted
+            .push((index(reader.varint()?)?, reader.varint()?));
+    }
+    let config = RoomConfig { rate, window_ms };
+    sale.set_decoded_room(config, state)
+        .map_err(|_| DecodeError("waiting room breaks an invariant"))
 }
 
 fn attempt_kind_code(kind: AttemptKind) -> u64 {
@@ -145,7 +256,7 @@ pub fn decode_sale(bytes: &[u8], version: u32) -> Decoded<Sale> {
     let mut reader = Reader { bytes, pos: 0 };
     match version {
         1 => decode_sale_v1(&mut reader),
-        2..=8 => decode_sale_v2_to_v8(&mut reader, version),
+        2..=9 => decode_sale_v2_to_v9(&mut reader, version),
         _ => Err(DecodeError("unknown sale encoding version")),
     }
 }
@@ -217,6 +328,9 @@ pub(super) fn rebuilt<'a>(
     if version >= 8 {
         read_attempts(records.reader, &mut sale)?;
     }
+    if version >= 9 {
+        read_room(records.reader, &mut sale)?;
+    }
     records.reader.finish()?;
     Ok(sale)
 }
@@ -235,8 +349,9 @@ fn read_record_v2<'a>(reader: &mut Reader<'a>) -> Decoded<(&'a [u8], BuyerRecord
 /// v3 is v2 with the transfer ledger between the totals and the buyers; v4 is v3 with the
 /// stream's MAXLEN after its name; v5 is v4 with the partition and its seal after MAXLEN; v6
 /// is v5 with the replay clock and the last entry's ID after the seal; v7 is v6 with a lent
-/// transfer's `n` and a settled one's peer; v8 is v7 with the buyers' attempts at the end.
-fn decode_sale_v2_to_v8(reader: &mut Reader, version: u32) -> Decoded<Sale> {
+/// transfer's `n` and a settled one's peer; v8 is v7 with the buyers' attempts at the end;
+/// v9 is v8 with the waiting room after them.
+fn decode_sale_v2_to_v9(reader: &mut Reader, version: u32) -> Decoded<Sale> {
     let optional = |value: u64| (value != 0).then_some(value);
     let stock = reader.varint()?;
     let limit = reader.varint()?;
@@ -296,6 +411,7 @@ fn decode_sale_v2_to_v8(reader: &mut Reader, version: u32) -> Decoded<Sale> {
         events: (!events.is_empty()).then(|| events.to_vec()),
         events_maxlen,
         partition,
+        queue: None,
     };
     rebuilt(
         reader,

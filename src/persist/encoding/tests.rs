@@ -36,6 +36,7 @@ fn fixture_sale_with(events_maxlen: Option<u64>, partition: Option<Partition>) -
         events: Some(b"{s}:events".to_vec()),
         events_maxlen,
         partition,
+        queue: None,
     };
     let mut sale = Sale::new(config, *b"0123456789abcdef").unwrap();
     for (user, qty) in [
@@ -275,8 +276,10 @@ fn sale_v8_fixture_still_decodes() {
     let bytes = fixture("sale-v8.bin");
     let sale = decode_sale(&bytes, 8).unwrap();
     assert_eq!(sale.summary(T0 + 10), fixture_sale_v8().summary(T0 + 10));
-    assert_eq!(encode_sale(&sale), bytes, "v8 is the current sale encoding");
-    assert_eq!(encode_sale(&fixture_sale_v8()), bytes);
+    // v9 writes it with an empty waiting-room marker after it.
+    let v9 = [&bytes[..], &[0]].concat();
+    assert_eq!(encode_sale(&sale), v9);
+    assert_eq!(encode_sale(&fixture_sale_v8()), v9);
     let users: Vec<&[u8]> = sale.attempts().map(|(user, _)| user).collect();
     assert_eq!(users, vec![&b"alice"[..], b"carol"], "in record order");
     // The attempts load as made: their repeats change nothing.
@@ -290,7 +293,70 @@ fn sale_v8_fixture_still_decodes() {
         Ok(TryOutcome::Bought { remaining: 0 })
     );
     assert!(!again.changed());
-    assert_eq!(encode_sale(&again), bytes);
+    assert_eq!(encode_sale(&again), v9);
+}
+
+/// The sale stored in `tests/fixtures/sale-v9.bin`: a sale with a waiting room (QUEUE ADMIT 2
+/// PER 100 WINDOW 1000, START at T0): six joined before START, two admitted by the rate at
+/// START, one of them bought, one admitted by hand, one joined after START.
+fn fixture_sale_v9() -> Sale {
+    use crate::logic::room::{Rate, RoomConfig};
+    let config = SaleConfig {
+        stock: 5,
+        limit: 1,
+        start_ms: Some(T0),
+        queue: Some(RoomConfig {
+            rate: Some(Rate {
+                users: 2,
+                per_ms: 100,
+            }),
+            window_ms: 1_000,
+        }),
+        ..SaleConfig::default()
+    };
+    let mut sale = Sale::new(config, *b"fedcba9876543210").unwrap();
+    for n in 0..6 {
+        sale.join(format!("u{n}").as_bytes(), T0 - 10).unwrap();
+    }
+    sale.expire_due(T0);
+    let admitted: Vec<Vec<u8>> = (0..6)
+        .map(|n| format!("u{n}").into_bytes())
+        .filter(|u| sale.position(u) == Ok(Some(crate::logic::room::Place::Admitted)))
+        .collect();
+    assert_eq!(admitted.len(), 2);
+    assert!(matches!(
+        sale.try_buy(&admitted[0], 1, T0 + 1),
+        Ok(TryOutcome::Bought { .. })
+    ));
+    assert_eq!(sale.admit(1, T0 + 2), Ok(1));
+    sale.join(b"late", T0 + 3).unwrap();
+    sale.clear_events();
+    sale
+}
+
+#[test]
+fn sale_v9_fixture_still_decodes() {
+    use crate::logic::room::Place;
+    let bytes = fixture("sale-v9.bin");
+    let sale = decode_sale(&bytes, 9).unwrap();
+    assert_eq!(encode_sale(&sale), bytes, "v9 is the current sale encoding");
+    let made = fixture_sale_v9();
+    assert_eq!(encode_sale(&made), bytes);
+    assert_eq!(sale.config().queue, made.config().queue);
+    for user in ["u0", "u1", "u2", "u3", "u4", "u5", "late", "nobody"] {
+        assert_eq!(
+            sale.position(user.as_bytes()),
+            made.position(user.as_bytes()),
+            "{user}"
+        );
+    }
+    assert_eq!(sale.position(b"late"), Ok(Some(Place::Waiting(4))));
+    assert_eq!(sale.next_room_step(), made.next_room_step());
+    // Both go on alike: the rate's next tick admits the same users.
+    let (mut a, mut b) = (sale.clone(), made);
+    a.expire_due(T0 + 100);
+    b.expire_due(T0 + 100);
+    assert_eq!(encode_sale(&a), encode_sale(&b));
 }
 
 #[test]
@@ -420,7 +486,7 @@ fn write_fixtures() {
     for (name, bytes) in [
         (
             format!("sale-v{SALE_VERSION}.bin"),
-            encode_sale(&fixture_sale_v8()),
+            encode_sale(&fixture_sale_v9()),
         ),
         (
             format!("lock-v{LOCK_VERSION}.bin"),

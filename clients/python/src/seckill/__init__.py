@@ -10,7 +10,7 @@ with escrow transfers, so the sale sells out completely.
 """
 
 #: The package's version: the module's and the Rust crate's too (one version for all three).
-__version__ = "0.9.0"
+__version__ = "0.10.0"
 
 from .errors import (
     ArgumentTypeError,
@@ -22,6 +22,7 @@ from .errors import (
     ModuleMissingError,
     ModuleTooOldError,
     NoHoldsError,
+    NoQueueError,
     NoSaleError,
     OutcomeUnknownError,
     SaleExistsError,
@@ -34,7 +35,7 @@ from .flash_sale import FlashSale
 from .lock import Lock, LockGuard
 from .info import Buyer, ClientStats, PartitionInfo, SaleEvent, SaleInfo
 from .partitioned import CREATE_CLAIM_MS, DEFAULT_SEAL_MS, PartitionedSale, partition_of
-from .protocol import ENDED, MAX_PARTITIONS, MIN_MODULE_VERSION, NOT_STARTED, OVER_LIMIT, SOLD_OUT
+from .protocol import ENDED, MAX_PARTITIONS, MIN_MODULE_VERSION, NOT_ADMITTED, NOT_STARTED, OVER_LIMIT, SOLD_OUT
 from .retry import RetryPolicy, is_retryable
 from .sale import Sale
 from .spec import SaleSpec
@@ -50,6 +51,8 @@ __all__ = [
     "ModuleTooOldError",
     "Sale",
     "NoHoldsError",
+    "NoQueueError",
+    "NOT_ADMITTED",
     "OutcomeUnknownError",
     "RetryPolicy",
     "is_retryable",

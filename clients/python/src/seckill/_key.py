@@ -50,6 +50,20 @@ def bought(key: str, user: User) -> Operation[int]:
     return int((yield Call(("SECKILL.BOUGHT", key, user))))
 
 
+def join(key: str, user: User) -> Operation[int]:
+    """``SECKILL.JOIN``: sent again as it is (joining again changes nothing)."""
+    return int((yield Call(("SECKILL.JOIN", key, user))))
+
+
+def position(key: str, user: User) -> Operation[Optional[int]]:
+    reply = yield Call(("SECKILL.POSITION", key, user))
+    return None if reply is None else int(reply)
+
+
+def admit(key: str, n: int) -> Operation[int]:
+    return int((yield Call(("SECKILL.ADMIT", key, n))))
+
+
 def confirm(key: str, user: User) -> Operation[bool]:
     return int((yield Call(("SECKILL.CONFIRM", key, user)))) == 1
 

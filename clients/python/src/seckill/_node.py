@@ -129,7 +129,9 @@ class NodeConnections:
                 if node is None:  # a node the map does not know yet
                     self.refresh_topology()
                     raise redis.exceptions.TryAgainError(f"ASK to {address}, a node not in the slot map yet")
-            return node.name, node.redis_connection.connection_pool
+            # A node the slot map learned while a refresh failed has no connection yet
+            # (redis-py 5 then raised AttributeError on ``node.redis_connection``): made here.
+            return node.name, cluster.get_redis_connection(node).connection_pool
         return "", self.client.connection_pool
 
     def refresh_topology(self) -> None:
@@ -138,8 +140,12 @@ class NodeConnections:
             return
         try:
             self.client.nodes_manager.initialize()
-        except redis.exceptions.RedisError:
-            pass  # no node answers yet: the retry waits and asks again
+        except Exception:  # noqa: BLE001 - a best-effort refresh; the retry waits and asks again
+            # No node answers yet (RedisClusterException, which is no RedisError), or redis-py
+            # 5's nodes manager, not thread-safe, slipped while another thread changed it
+            # (RuntimeError "dictionary changed size during iteration", seen with 40 threads
+            # through a killed master).
+            pass
         finally:
             self._topology.release()
 

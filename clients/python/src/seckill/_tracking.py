@@ -408,7 +408,7 @@ def route(client: Any, key: str) -> Route:
     if isinstance(client, (redis.RedisCluster, redis.asyncio.RedisCluster)):
         node = cast(Any, client).get_node_from_key(key)
         if isinstance(client, redis.RedisCluster):
-            pool = node.redis_connection.connection_pool
+            pool = client.get_redis_connection(node).connection_pool
             kind, kwargs, name = pool.connection_class, pool.connection_kwargs, node.name
         else:
             kind, kwargs, name = node.connection_class, node.connection_kwargs, node.name

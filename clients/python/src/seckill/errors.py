@@ -62,6 +62,8 @@ def translate(error: redis.exceptions.ResponseError) -> Exception:
         return SaleExistsError(message)
     if message.startswith("the sale has no holds"):
         return NoHoldsError(message)
+    if message.startswith("the sale has no waiting room"):
+        return NoQueueError(message)
     if message.startswith("unknown command") and ("seckill." in message.lower() or "lock." in message.lower()):
         return ModuleMissingError(
             "the server has no seckill module: start it with --loadmodule .../libseckill.so"
@@ -106,6 +108,10 @@ class ModuleMissingError(SeckillError):
 
 class NoHoldsError(SeckillError):
     """CONFIRM on a sale made without holds, where nothing is ever held."""
+
+
+class NoQueueError(SeckillError):
+    """``join``, ``position`` or ``admit`` on a sale made without a waiting room (QUEUE)."""
 
 
 class ModuleTooOldError(SeckillError):

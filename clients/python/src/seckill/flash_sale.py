@@ -100,6 +100,15 @@ class SaleOps:
     def _bought_op(self, user: User) -> Operation[int]:
         raise NotImplementedError
 
+    def _join_op(self, user: User) -> Operation[int]:
+        raise NotImplementedError
+
+    def _position_op(self, user: User) -> Operation[Optional[int]]:
+        raise NotImplementedError
+
+    def _admit_op(self, n: int) -> Operation[int]:
+        raise NotImplementedError
+
     def _confirm_op(self, user: User) -> Operation[bool]:
         raise NotImplementedError
 
@@ -203,6 +212,25 @@ class FlashSale(SaleOps):
     def restock(self, units: int) -> None:
         """Adds ``units`` (split evenly over the partitions of a partitioned sale)."""
         self._run(self._restock_op(units))
+
+    def join(self, user: User) -> int:
+        """Puts ``user`` in the sale's waiting room (a sale made with ``queue``) and replies as
+        SECKILL.JOIN: its position (>= 1) while it waits, 0 once admitted, SOLD_OUT once the
+        sale is sold out; before START, the cohort's size. NoQueueError without a room."""
+        self._check(user)
+        return int(self._run(self._join_op(user)))
+
+    def position(self, user: User) -> Optional[int]:
+        """Where ``user`` stands, as ``join`` replies, without joining; None if it never joined."""
+        self._check(user)
+        place: Optional[int] = self._run(self._position_op(user))
+        return place
+
+    def admit(self, n: int) -> int:
+        """Admits up to ``n`` users from the head of the waiting room (SECKILL.ADMIT); replies
+        how many were (never more than the units left can serve)."""
+        integer("n", n, 1)
+        return int(self._run(self._admit_op(n)))
 
     def bought(self, user: User) -> int:
         """Units ``user`` owns (held or final)."""

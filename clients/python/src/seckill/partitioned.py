@@ -14,7 +14,7 @@ from typing import Any, List, Optional, Tuple
 from . import _key
 from ._effects import Acquire, Call, Operation, Release, Sleep, run
 from ._node import NodeCall
-from .errors import (BadManifestError, ContendedError, InvalidArgumentError, NoSaleError, SaleExistsError,
+from .errors import (BadManifestError, ContendedError, InvalidArgumentError, NoQueueError, NoSaleError, SaleExistsError,
                      WrongTypeError)
 from .flash_sale import FlashSale, SaleOps
 from .info import Buyer, PartitionInfo, SaleEvent, SaleInfo, User, as_bytes, as_text, fields_of
@@ -117,6 +117,8 @@ class PartitionedOps(SaleOps):
         if not isinstance(replace, bool):
             raise TypeError(f"replace must be a bool, not {type(replace).__name__}")
         spec.check()
+        if spec.queue:
+            raise InvalidArgumentError("a partitioned sale has no waiting room (yet): make a one-key Sale with queue")
         spec = spec.partitioned()
         yield from _key.require_module()
         if replace:
@@ -365,6 +367,16 @@ class PartitionedOps(SaleOps):
 
     def _bought_op(self, user: User) -> Operation[int]:
         return (yield from _key.bought(self._key_of(user), user))
+
+    def _join_op(self, user: User) -> Operation[int]:
+        return (yield from _key.join(self._key_of(user), user))
+
+    def _position_op(self, user: User) -> Operation[Optional[int]]:
+        return (yield from _key.position(self._key_of(user), user))
+
+    def _admit_op(self, n: int) -> Operation[int]:
+        raise NoQueueError("a partitioned sale has no waiting room (yet): make a one-key Sale with queue")
+        yield  # an operation
 
     def _confirm_op(self, user: User) -> Operation[bool]:
         return (yield from _key.confirm(self._key_of(user), user))

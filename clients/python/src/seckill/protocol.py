@@ -12,6 +12,9 @@ ENDED = -4
 #: SECKILL.TRY on a partition that is drained but not sealed: other partitions may lend it
 #: units. The client borrows and tries again, so callers never see it.
 DRAINED = -5
+#: SECKILL.TRY on a sale with a waiting room (QUEUE): the user is not admitted (it waits, never
+#: joined, or its window lapsed).
+NOT_ADMITTED = -6
 #: The oldest module this package works with, as ``INFO seckill`` gives it (major * 10 000 +
 #: minor * 100 + patch): 0.7.0, the first with attempt ids.
 MIN_MODULE_VERSION = 700

@@ -87,6 +87,15 @@ class OneKeyOps(SaleOps):
     def _bought_op(self, user: User) -> Operation[int]:
         return (yield from _key.bought(self.key, user))
 
+    def _join_op(self, user: User) -> Operation[int]:
+        return (yield from _key.join(self.key, user))
+
+    def _position_op(self, user: User) -> Operation[Optional[int]]:
+        return (yield from _key.position(self.key, user))
+
+    def _admit_op(self, n: int) -> Operation[int]:
+        return (yield from _key.admit(self.key, n))
+
     def _confirm_op(self, user: User) -> Operation[bool]:
         return (yield from _key.confirm(self.key, user))
 

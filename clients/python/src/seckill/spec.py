@@ -4,7 +4,7 @@ records."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple
 
 from ._args import MAX_UNITS, integer
 from .errors import ArgumentTypeError, InvalidArgumentError
@@ -28,6 +28,12 @@ class SaleSpec:
     end_ms: Optional[int] = None
     events: bool = False
     events_maxlen: Optional[int] = None
+    #: A waiting room in front of the stock (one-key sales): see docs/waiting-room.md.
+    queue: bool = False
+    #: ``(users, per_ms)``: the room admits ``users`` every ``per_ms``; None: by ``admit`` only.
+    admit_rate: Optional[Tuple[int, int]] = None
+    #: How long an admitted user may buy (None: the module's 60 000 ms).
+    window_ms: Optional[int] = None
 
     def check(self) -> None:
         """Raises TypeError or InvalidArgumentError (a ValueError) for any setting the module
@@ -46,6 +52,17 @@ class SaleSpec:
             raise InvalidArgumentError("end_ms must be after start_ms")
         if self.events_maxlen is not None and not self.events:
             raise InvalidArgumentError("events_maxlen trims the event streams: set events too")
+        if not isinstance(self.queue, bool):
+            raise ArgumentTypeError(f"queue must be a bool, not {type(self.queue).__name__}")
+        if self.window_ms is not None:
+            integer("window_ms", self.window_ms, 1)
+        if self.admit_rate is not None:
+            if not isinstance(self.admit_rate, tuple) or len(self.admit_rate) != 2:
+                raise ArgumentTypeError("admit_rate must be a (users, per_ms) tuple")
+            integer("admit_rate users", self.admit_rate[0], 1)
+            integer("admit_rate per_ms", self.admit_rate[1], 1)
+        if (self.admit_rate is not None or self.window_ms is not None) and not self.queue:
+            raise InvalidArgumentError("admit_rate and window_ms set the waiting room: set queue too")
 
     def partitioned(self) -> "SaleSpec":
         """This spec for a ``PartitionedSale``: ``partitions`` 0 made DEFAULT_PARTITIONS."""
@@ -62,4 +79,10 @@ class SaleSpec:
         for option, value in (("HOLD", self.hold_ms), ("START", self.start_ms), ("END", self.end_ms)):
             if value is not None:
                 args += [option, value]
+        if self.queue:
+            args.append("QUEUE")
+            if self.admit_rate is not None:
+                args += ["ADMIT", self.admit_rate[0], "PER", self.admit_rate[1]]
+            if self.window_ms is not None:
+                args += ["WINDOW", self.window_ms]
         return args

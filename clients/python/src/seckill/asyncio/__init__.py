@@ -23,6 +23,7 @@ from .._node import CLUSTER_CLIENT_SLIPS, READ_ONLY, NodeCall, lost_node, slippe
 from .._tracking import MOVED, STALLED_READING_S
 from ._node import nodes_of
 from .._turns import AsyncBuyerTurns
+from .._args import integer
 from ..errors import translate
 from ..flash_sale import SaleOps
 from ..info import Buyer, PartitionInfo, SaleEvent, SaleInfo, User
@@ -160,6 +161,22 @@ class FlashSale(SaleOps):
     async def restock(self, units: int) -> None:
         """See ``seckill.FlashSale.restock``."""
         await self._run(self._restock_op(units))
+
+    async def join(self, user: User) -> int:
+        """See ``seckill.FlashSale.join``."""
+        self._check(user)
+        return int(await self._run(self._join_op(user)))
+
+    async def position(self, user: User) -> Optional[int]:
+        """See ``seckill.FlashSale.position``."""
+        self._check(user)
+        place: Optional[int] = await self._run(self._position_op(user))
+        return place
+
+    async def admit(self, n: int) -> int:
+        """See ``seckill.FlashSale.admit``."""
+        integer("n", n, 1)
+        return int(await self._run(self._admit_op(n)))
 
     async def bought(self, user: User) -> int:
         """See ``seckill.FlashSale.bought``."""

@@ -59,8 +59,8 @@ class NodeConnections:
         self._refreshing = True
         try:
             await self.client.nodes_manager.initialize()
-        except redis.exceptions.RedisError:
-            pass  # no node answers yet: the retry waits and asks again
+        except Exception:  # noqa: BLE001 - a best-effort refresh; the retry waits and asks again
+            pass  # no node answers yet (RedisClusterException is no RedisError)
         finally:
             self._refreshing = False
 

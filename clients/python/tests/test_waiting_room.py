@@ -1,0 +1,70 @@
+"""The waiting room through the package, sync and asyncio: a one-key sale made with ``queue``,
+``join`` / ``position`` / ``admit``, ``try_buy``'s NOT_ADMITTED, typed errors for a sale
+without a room and for settings refused before anything is written."""
+
+import asyncio
+
+import pytest
+import redis
+import redis.asyncio
+
+import seckill
+import seckill.asyncio
+from conftest import PROTOCOL
+from seckill import NOT_ADMITTED, SOLD_OUT, InvalidArgumentError, NoQueueError, SaleSpec
+
+
+def test_join_admit_and_buy_through_the_sync_package(server):
+    client = redis.Redis(port=server, protocol=PROTOCOL)
+    sale = seckill.Sale.create(client, "room:sync", SaleSpec(stock=2, queue=True, window_ms=60_000), replace=True)
+    assert [sale.join(u) for u in ("a", "b", "c")] == [1, 2, 3]
+    assert sale.join("a") == 1, "joining again"
+    assert sale.position("c") == 3 and sale.position("nobody") is None
+    assert sale.try_buy("a") == NOT_ADMITTED
+    assert sale.admit(5) == 2, "2 units: 2 admitted"
+    assert sale.position("a") == 0 and sale.position("c") == 1
+    assert sale.try_buy("a") == 1 and sale.try_buy("b") == 0
+    assert sale.try_buy("c") == SOLD_OUT
+    assert sale.join("c") == SOLD_OUT and sale.position("c") == SOLD_OUT
+    info = client.execute_command("SECKILL.INFO", "room:sync")
+    fields = info if isinstance(info, dict) else dict(zip(info[::2], info[1::2]))
+    assert fields[b"waiting"] == 0
+
+
+def test_join_and_admit_through_the_asyncio_package(server):
+    async def main() -> None:
+        client = redis.asyncio.Redis(port=server, protocol=PROTOCOL)
+        sale = await seckill.asyncio.Sale.create(
+            client, "room:async", SaleSpec(stock=10, queue=True, admit_rate=(1, 60_000)), replace=True)
+        places = await asyncio.gather(*(sale.join(f"u{n}") for n in range(20)))
+        assert sorted(places) == list(range(1, 21))
+        # The rate's first tick came with the first JOIN, when nobody waited yet: its next is
+        # a minute away. ADMIT admits from the head of the line meanwhile.
+        assert [await sale.position(f"u{n}") for n in range(20)].count(0) == 0
+        assert await sale.admit(3) == 3
+        first = [u for u in (f"u{n}" for n in range(20)) if await sale.position(u) == 0]
+        assert len(first) == 3
+        assert await sale.try_buy(first[0]) == 9
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_sale_without_a_room_and_bad_room_settings_are_typed(server):
+    client = redis.Redis(port=server, protocol=PROTOCOL)
+    plain = seckill.Sale.create(client, "room:none", SaleSpec(stock=1), replace=True)
+    for call in (lambda: plain.join("u"), lambda: plain.position("u"), lambda: plain.admit(1)):
+        with pytest.raises(NoQueueError):
+            call()
+    keys = sorted(client.keys("*"))
+    for spec in (SaleSpec(stock=1, window_ms=10), SaleSpec(stock=1, queue=True, admit_rate=(0, 10)),
+                 SaleSpec(stock=1, queue=True, window_ms=0)):
+        with pytest.raises(InvalidArgumentError):
+            seckill.Sale.create(client, "room:bad", spec)
+    with pytest.raises(TypeError):
+        seckill.Sale.create(client, "room:bad", SaleSpec(stock=1, queue="yes"))  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError):
+        seckill.PartitionedSale.create(client, "room:parts", SaleSpec(stock=4, partitions=2, queue=True))
+    with pytest.raises(InvalidArgumentError):
+        plain.admit(0)
+    assert sorted(client.keys("*")) == keys, "nothing written"
