@@ -797,7 +797,7 @@ fn acl_rules_apply_to_commands_and_keys() {
         .collect();
     public.sort();
     assert_eq!(in_category, public, "every public command, no internal one");
-    assert_eq!(in_category.len(), 17, "{in_category:?}");
+    assert_eq!(in_category.len(), 20, "{in_category:?}");
     let _: () = redis::cmd("ACL")
         .arg("SETUSER")
         .arg("buyer")
