@@ -35,6 +35,7 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
             | redis_module::raw::ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED,
     );
     context::keep_detached_context(ctx);
+    context::clock::became_master();
     types::sale::on_holds_due(sale::on_expiry_timer);
     let swapdb = raw::RedisModuleEvent {
         id: raw::REDISMODULE_EVENT_SWAPDB,
@@ -78,6 +79,15 @@ unsafe extern "C" fn on_swapdb(
 fn on_flush(ctx: &Context, event: redis_module::server_events::FlushSubevent) {
     if event == redis_module::server_events::FlushSubevent::Ended {
         types::lock::release_orphaned_waiters(ctx);
+    }
+}
+
+/// A promoted replica's fences start after the millisecond of its promotion
+/// (`context::clock::fences_from_ms`).
+#[redis_module_macros::role_changed_event_handler]
+fn on_role_changed(_ctx: &Context, role: redis_module::server_events::ServerRole) {
+    if role == redis_module::server_events::ServerRole::Primary {
+        context::clock::became_master();
     }
 }
 

@@ -84,6 +84,9 @@ fn with_lock<R>(
     }
     let value = writable_value::<LockValue>(&key, &LOCK_TYPE)?.expect("lock just stored");
     value.lock.set_fence_mode(crate::config::fence_mode());
+    value
+        .lock
+        .set_fences_from_ms(crate::context::clock::fences_from_ms());
     let before = encoding::encode_lock(&value.lock);
     let waiters_before = value.lock.waiter_count();
     let out = op(ctx, value);

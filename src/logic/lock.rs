@@ -27,7 +27,8 @@ pub enum FenceMode {
     /// A hybrid logical clock: `max(last + 1, now_ms << CLOCK_SHIFT)`. A replica promoted
     /// after losing grants its master made (asynchronous replication) still issues larger
     /// fences than any of them, as long as its clock is behind the old master's by less than
-    /// the failover took.
+    /// the failover took (the caller floors `now_ms` at the millisecond after the promotion:
+    /// [`Lock::set_fences_from_ms`]).
     #[default]
     Clock,
     /// `last + 1`: small numbers, but a promoted replica that missed grants issues their
@@ -87,6 +88,8 @@ pub struct Lock {
     events: Vec<LockEvent>,
     /// Runtime only, set by the caller from the server's configuration.
     fences: FenceMode,
+    /// Runtime only, set by the caller: clock fences come from this millisecond or later.
+    fences_from_ms: u64,
 }
 
 impl Lock {
@@ -114,6 +117,12 @@ impl Lock {
     /// How the next fences are chosen (the server's configuration; not persisted).
     pub fn set_fence_mode(&mut self, mode: FenceMode) {
         self.fences = mode;
+    }
+
+    /// The first millisecond clock fences may come from, whatever `now_ms` says: the one after
+    /// this server became master (not persisted).
+    pub fn set_fences_from_ms(&mut self, from_ms: u64) {
+        self.fences_from_ms = from_ms;
     }
 
     /// The holder as stored, even if its TTL has run out (persistence keeps it as it is).
@@ -148,7 +157,8 @@ impl Lock {
     }
 
     fn issue(&mut self, token: Vec<u8>, ttl_ms: u64, now_ms: u64) -> u64 {
-        self.last_fence = next_fence(self.last_fence, now_ms, self.fences);
+        let clock_ms = now_ms.max(self.fences_from_ms);
+        self.last_fence = next_fence(self.last_fence, clock_ms, self.fences);
         self.holder = Some(Holder {
             token,
             fence: self.last_fence,
@@ -272,6 +282,37 @@ mod tests {
         assert_eq!(next_fence(MAX_FENCE, T, FenceMode::Clock), MAX_FENCE);
         assert!(next_fence(0, u64::MAX, FenceMode::Clock) <= MAX_FENCE);
         assert_eq!(next_fence(0, 0, FenceMode::Clock), 1);
+    }
+
+    #[test]
+    fn a_server_promoted_within_a_lost_grants_millisecond_fences_above_it() {
+        const T: u64 = 1_764_000_000_000;
+        // The old master granted at T after the last grant its replica saw (T - 5); it died
+        // and the replica was promoted, all within millisecond T.
+        let lost = next_fence((T - 5) << CLOCK_SHIFT, T, FenceMode::Clock);
+        let mut promoted = Lock::from_parts((T - 5) << CLOCK_SHIFT, None).unwrap();
+        promoted.set_fences_from_ms(T + 1);
+        let AcquireOutcome::Acquired { fence } = promoted.acquire(b"c", 1_000, T) else {
+            panic!("free lock not acquired");
+        };
+        let last_of_millisecond_t = (T << CLOCK_SHIFT) | ((1 << CLOCK_SHIFT) - 1);
+        assert!(fence > last_of_millisecond_t, "{fence} after {lost}");
+        assert_eq!(fence, (T + 1) << CLOCK_SHIFT);
+        // The clock decides the TTL: only fences are held back.
+        assert_eq!(promoted.ttl_ms(T), Some(1_000));
+        // Without the floor, the lost fence is issued again.
+        let mut unfloored = Lock::from_parts((T - 5) << CLOCK_SHIFT, None).unwrap();
+        assert_eq!(
+            unfloored.acquire(b"c", 1_000, T),
+            AcquireOutcome::Acquired { fence: lost }
+        );
+        // Counter fences ignore the clock, floor included.
+        let mut counter = counter_lock();
+        counter.set_fences_from_ms(T + 1);
+        assert_eq!(
+            counter.acquire(b"c", 1_000, T),
+            AcquireOutcome::Acquired { fence: 1 }
+        );
     }
 
     #[test]
