@@ -68,3 +68,82 @@ def test_a_sale_without_a_room_and_bad_room_settings_are_typed(server):
     with pytest.raises(InvalidArgumentError):
         plain.admit(0)
     assert sorted(client.keys("*")) == keys, "nothing written"
+
+
+def _position_calls(client: redis.Redis) -> int:
+    stats = client.info("commandstats").get("cmdstat_seckill.position", {})
+    return int(stats.get("calls", 0)) if isinstance(stats, dict) else 0
+
+
+def test_wait_for_turn_follows_the_event_stream_not_the_server(server):
+    """A waiter at place 6 sees 6, 5, ... 1, 0 as users ahead are admitted one by one, with
+    one POSITION (after the first admissions) for six changes; a waiter behind a sale that
+    sells out sees SOLD_OUT."""
+    import queue
+    import threading
+
+    client = redis.Redis(port=server, protocol=PROTOCOL)
+    sale = seckill.Sale.create(client, "room:wait", SaleSpec(stock=10, queue=True, events=True), replace=True)
+    for user in ("a", "b", "c", "d", "e"):
+        sale.join(user)
+    seen: "queue.Queue[int]" = queue.Queue()
+
+    def wait() -> None:
+        for place in sale.wait_for_turn("f", resync_ms=60_000):
+            seen.put(place)
+
+    before = _position_calls(client)
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    assert seen.get(timeout=10) == 6
+    places = [6]
+    for expected in (5, 4, 3, 2, 1, 0):
+        assert sale.admit(1) == 1
+        places.append(seen.get(timeout=10))
+        assert places[-1] == expected, places
+    waiter.join(timeout=10)
+    assert not waiter.is_alive()
+    assert _position_calls(client) - before == 1, "the server asked once, after the first admission"
+
+    sold = seckill.Sale.create(client, "room:wait-out", SaleSpec(stock=1, queue=True, events=True), replace=True)
+    sold.join("first")
+    out = sold.wait_for_turn("second", resync_ms=60_000)
+    assert next(out) == 2
+    assert sold.admit(1) == 1 and sold.try_buy("first") == 0
+    assert list(out) == [SOLD_OUT]
+
+    plain = seckill.Sale.create(client, "room:no-events", SaleSpec(stock=1, queue=True), replace=True)
+    with pytest.raises(InvalidArgumentError):
+        next(plain.wait_for_turn("u"))
+    with pytest.raises(InvalidArgumentError):
+        sale.wait_for_turn("u", resync_ms=0)
+
+
+def test_wait_for_turn_async_many_waiters_at_a_rate(server):
+    """40 waiters on the asyncio package through the START shuffle and an admission rate: each
+    sees its place go down and ends admitted; the server is asked about twice per waiter, not
+    once per admission."""
+
+    async def main() -> None:
+        client = redis.asyncio.Redis(port=server, protocol=PROTOCOL, max_connections=64)
+        sync_client = redis.Redis(port=server, protocol=PROTOCOL)
+        start_ms = int(sync_client.time()[0]) * 1000 + 1_000
+        spec = SaleSpec(stock=100, start_ms=start_ms, queue=True, admit_rate=(4, 50), events=True)
+        sale = await seckill.asyncio.Sale.create(client, "room:wait-async", spec, replace=True)
+        before = _position_calls(sync_client)
+
+        async def wait(user: str) -> list:
+            return [place async for place in sale.wait_for_turn(user, resync_ms=60_000)]
+
+        histories = await asyncio.gather(*(wait(f"u{n}") for n in range(40)))
+        for history in histories:
+            assert history[-1] == 0, history
+            after_start = history[1:]
+            assert after_start == sorted(after_start, reverse=True), history
+            assert len(set(after_start)) == len(after_start), history
+        asked = _position_calls(sync_client) - before
+        assert asked <= 2 * 40, asked
+        assert sorted(len(h) for h in histories)[-1] > 3, "some waiters saw their place go down"
+        await client.aclose()
+
+    asyncio.run(main())

@@ -16,6 +16,7 @@ from ._health import NodeHealth
 from ._node import nodes_of
 from ._tracking import MOVED, STALLED_READING_S, SoldOutCache, cache_of, route
 from ._turns import BuyerTurns
+from ._waiting import DEFAULT_RESYNC_MS, TurnWatch
 from .info import Buyer, ClientStats, SaleEvent, SaleInfo, User
 from .protocol import SOLD_OUT
 from .retry import RetryPolicy
@@ -107,6 +108,12 @@ class SaleOps:
         raise NotImplementedError
 
     def _admit_op(self, n: int) -> Operation[int]:
+        raise NotImplementedError
+
+    def _watch_start_op(self, user: User) -> Operation[TurnWatch]:
+        raise NotImplementedError
+
+    def _watch_step_op(self, watch: TurnWatch, resync_ms: int) -> Operation[None]:
         raise NotImplementedError
 
     def _confirm_op(self, user: User) -> Operation[bool]:
@@ -225,6 +232,30 @@ class FlashSale(SaleOps):
         self._check(user)
         place: Optional[int] = self._run(self._position_op(user))
         return place
+
+    def wait_for_turn(self, user: User, *, resync_ms: int = DEFAULT_RESYNC_MS) -> Iterator[int]:
+        """Joins ``user`` to the waiting room and yields its place each time it changes, as
+        ``join`` replies it, ending with 0 (its turn: buy within the window) or SOLD_OUT. Before
+        START the first place is the cohort's size; the next comes with the first admissions.
+        Built on the sale's event stream (a sale made with ``events=True``;
+        InvalidArgumentError otherwise): one blocking XREAD of at most ``resync_ms`` per change
+        of the room, the server asked only when the entries cannot tell (see docs/waiting-room.md).
+        Each read holds one connection of the client's pool while it blocks: the client's
+        ``socket_timeout``, if any, must be above ``resync_ms``. Arguments are checked here,
+        before the first place is asked for."""
+        self._check(user)
+        integer("resync_ms", resync_ms, 1)
+
+        def places() -> Iterator[int]:
+            watch: TurnWatch = self._run(self._watch_start_op(user))
+            yield watch.place
+            while not watch.done:
+                before = watch.place
+                self._run(self._watch_step_op(watch, resync_ms))
+                if watch.place != before:
+                    yield watch.place
+
+        return places()
 
     def admit(self, n: int) -> int:
         """Admits up to ``n`` users from the head of the waiting room (SECKILL.ADMIT); replies

@@ -14,6 +14,7 @@ from typing import Any, List, Optional, Tuple
 from . import _key
 from ._effects import Acquire, Call, Operation, Release, Sleep, run
 from ._node import NodeCall
+from ._waiting import TurnWatch
 from .errors import (BadManifestError, ContendedError, InvalidArgumentError, NoQueueError, NoSaleError, SaleExistsError,
                      WrongTypeError)
 from .flash_sale import FlashSale, SaleOps
@@ -375,6 +376,10 @@ class PartitionedOps(SaleOps):
         return (yield from _key.position(self._key_of(user), user))
 
     def _admit_op(self, n: int) -> Operation[int]:
+        raise NoQueueError("a partitioned sale has no waiting room (yet): make a one-key Sale with queue")
+        yield  # an operation
+
+    def _watch_start_op(self, user: User) -> Operation[TurnWatch]:
         raise NoQueueError("a partitioned sale has no waiting room (yet): make a one-key Sale with queue")
         yield  # an operation
 

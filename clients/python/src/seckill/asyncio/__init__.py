@@ -13,7 +13,7 @@ one-at-a-time rule are asyncio waits, so no call blocks the loop.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Callable, Generator, List, Optional, Tuple
+from typing import Any, AsyncIterator, Awaitable, Callable, Generator, List, Optional, Tuple
 
 import redis
 import redis.asyncio
@@ -23,6 +23,7 @@ from .._node import CLUSTER_CLIENT_SLIPS, READ_ONLY, NodeCall, lost_node, slippe
 from .._tracking import MOVED, STALLED_READING_S
 from ._node import nodes_of
 from .._turns import AsyncBuyerTurns
+from .._waiting import DEFAULT_RESYNC_MS, TurnWatch
 from .._args import integer
 from ..errors import translate
 from ..flash_sale import SaleOps
@@ -172,6 +173,22 @@ class FlashSale(SaleOps):
         self._check(user)
         place: Optional[int] = await self._run(self._position_op(user))
         return place
+
+    def wait_for_turn(self, user: User, *, resync_ms: int = DEFAULT_RESYNC_MS) -> AsyncIterator[int]:
+        """See ``seckill.FlashSale.wait_for_turn``: an async iterator here (``async for``)."""
+        self._check(user)
+        integer("resync_ms", resync_ms, 1)
+
+        async def places() -> AsyncIterator[int]:
+            watch: TurnWatch = await self._run(self._watch_start_op(user))
+            yield watch.place
+            while not watch.done:
+                before = watch.place
+                await self._run(self._watch_step_op(watch, resync_ms))
+                if watch.place != before:
+                    yield watch.place
+
+        return places()
 
     async def admit(self, n: int) -> int:
         """See ``seckill.FlashSale.admit``."""
