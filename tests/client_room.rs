@@ -103,3 +103,127 @@ fn a_sale_without_a_room_and_bad_room_settings_are_typed() {
     let after: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();
     assert_eq!(after.len(), keys.len(), "nothing written");
 }
+
+#[test]
+fn wait_for_turn_follows_the_event_stream_not_the_server() {
+    let server = Server::start();
+    let mut con = server.con();
+    let spec = SaleSpec::new(10, 1).queue(room(None)).events(None);
+    let sale = std::sync::Arc::new(Sale::replace(&mut con, "room:wait", &spec).unwrap());
+    for user in ["a", "b", "c", "d", "e"] {
+        FlashSale::join(&*sale, &mut con, user).unwrap();
+    }
+    let before = seckill_harness::command_calls(&mut con, "seckill.position");
+    let (places_tx, places) = std::sync::mpsc::channel();
+    let waiter = {
+        let (sale, mut own) = (sale.clone(), server.con());
+        std::thread::spawn(move || {
+            for place in sale.wait_for_turn(&mut own, "f", 60_000) {
+                places_tx.send(place.unwrap()).unwrap();
+            }
+        })
+    };
+    let next = || {
+        places
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .unwrap()
+    };
+    assert_eq!(next(), 6);
+    for expected in [5, 4, 3, 2, 1, 0] {
+        assert_eq!(FlashSale::admit(&*sale, &mut con, 1).unwrap(), 1);
+        assert_eq!(next(), expected);
+    }
+    waiter.join().unwrap();
+    let asked = seckill_harness::command_calls(&mut con, "seckill.position") - before;
+    assert_eq!(asked, 1, "the server asked once, after the first admission");
+
+    let sold = Sale::replace(
+        &mut con,
+        "room:wait-out",
+        &SaleSpec::new(1, 1).queue(room(None)).events(None),
+    )
+    .unwrap();
+    FlashSale::join(&sold, &mut con, "first").unwrap();
+    let mut own = server.con();
+    let mut turns = sold.wait_for_turn(&mut own, "second", 60_000);
+    assert_eq!(turns.next().unwrap().unwrap(), 2);
+    assert_eq!(FlashSale::admit(&sold, &mut con, 1).unwrap(), 1);
+    assert_eq!(
+        FlashSale::try_buy(&sold, &mut con, "first", 1).unwrap(),
+        TryReply::Bought { remaining: 0 }
+    );
+    let rest: Vec<i64> = turns.map(|p| p.unwrap()).collect();
+    assert_eq!(rest, [-1], "sold out");
+
+    let plain = Sale::replace(
+        &mut con,
+        "room:no-events",
+        &SaleSpec::new(1, 1).queue(room(None)),
+    )
+    .unwrap();
+    let mut own = server.con();
+    let errors: Vec<_> = plain.wait_for_turn(&mut own, "u", 1_000).collect();
+    assert!(
+        matches!(errors.as_slice(), [Err(Error::InvalidArgument(_))]),
+        "{errors:?}"
+    );
+    let errors: Vec<_> = sale.wait_for_turn(&mut own, "u", 0).collect();
+    assert!(
+        matches!(errors.as_slice(), [Err(Error::InvalidArgument(_))]),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn wait_for_turn_async_many_waiters_at_a_rate() {
+    use futures_util::StreamExt;
+    let server = Server::start();
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let mut con = server.async_con().await;
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        let queue = QueueSpec {
+            admit_rate: Some((4, 50)),
+            window_ms: None,
+        };
+        let spec = SaleSpec::new(100, 1)
+            .window(Some(now_ms + 1_000), None)
+            .queue(queue)
+            .events(None);
+        let sale = std::sync::Arc::new(
+            aio::Sale::replace(&mut con, "room:wait-async", &spec)
+                .await
+                .unwrap(),
+        );
+        let before = seckill_harness::command_calls(&mut server.con(), "seckill.position");
+        let mut waiters = Vec::new();
+        for n in 0..40 {
+            // Without redis-rs' 500 ms response timeout, which would cut every blocking read.
+            let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
+            let own = redis::Client::open(server.url())
+                .unwrap()
+                .get_multiplexed_async_connection_with_config(&config)
+                .await
+                .unwrap();
+            let sale = sale.clone();
+            waiters.push(tokio::spawn(async move {
+                let places = sale.wait_for_turn(own, format!("u{n}"), 60_000);
+                places.map(|p| p.unwrap()).collect::<Vec<i64>>().await
+            }));
+        }
+        let mut longest = 0;
+        for waiter in waiters {
+            let history = waiter.await.unwrap();
+            assert_eq!(history.last(), Some(&0), "{history:?}");
+            let after_start = &history[1..];
+            assert!(after_start.windows(2).all(|w| w[0] > w[1]), "{history:?}");
+            longest = longest.max(history.len());
+        }
+        let asked = seckill_harness::command_calls(&mut server.con(), "seckill.position") - before;
+        println!("40 waiters: {asked} POSITION calls, longest history {longest}");
+        assert!(asked <= 2 * 40, "{asked} POSITION calls");
+        assert!(longest > 3, "some waiters saw their place go down");
+    });
+}

@@ -390,6 +390,34 @@ impl Sale {
     }
 
     /// See [`crate::Sale::delete`].
+    /// See [`crate::Sale::wait_for_turn`]: a stream here, which owns `con`: a connection of
+    /// its own (its blocking reads would hold up the calls queued behind them on a shared
+    /// multiplexed connection). A `MultiplexedConnection` must be made without redis-rs'
+    /// response timeout (`AsyncConnectionConfig::new().set_response_timeout(None)`): its 500 ms
+    /// default fails every read that waits longer, which ends the stream with that error. A
+    /// [`ClusterSession`]'s `detached()` session gives blocking reads their time by itself.
+    /// Each read is bounded here by `resync_ms` plus the sale's deadline; every other call by
+    /// the deadline.
+    pub fn wait_for_turn<C: ConnectionLike + Send + 'static>(
+        &self,
+        con: C,
+        user: impl AsRef<[u8]>,
+        resync_ms: u64,
+    ) -> impl futures_util::Stream<Item = Result<i64>> + Send + 'static {
+        let bound = self
+            .0
+            .retry_policy()
+            .deadline
+            .max(crate::link::MIN_CALL_BOUND);
+        crate::waiting::stream(
+            con,
+            self.0.key().to_string(),
+            user.as_ref().to_vec(),
+            resync_ms,
+            bound,
+        )
+    }
+
     pub async fn delete<C: ConnectionLike + Send>(&self, con: &mut C) -> Result<()> {
         self.0
             .delete_on(&mut Tokio::within(con, self.0.retry_policy().deadline))

@@ -75,6 +75,7 @@ mod session;
 mod spec;
 mod tracking;
 mod turns;
+mod waiting;
 
 pub use error::{Error, Result};
 pub use flash_sale::{ClientStats, FlashSale};
@@ -90,3 +91,4 @@ pub use sale::Sale;
 pub use session::{ClusterSession, Session};
 pub use spec::{QueueSpec, SaleSpec};
 pub use tracking::SoldOutCache;
+pub use waiting::{DEFAULT_RESYNC_MS, Turns};

@@ -133,6 +133,23 @@ impl Sale {
         self
     }
 
+    /// Joins `user` to the sale's waiting room and yields its place each time it changes, as
+    /// [`crate::FlashSale::join`] replies it, ending with 0 (its turn: buy within the window) or
+    /// -1 (sold out). Before START the first place is the cohort's size; the next comes with
+    /// the first admissions. Built on the sale's event stream (a sale made with events;
+    /// [`Error::InvalidArgument`] otherwise): one blocking `XREAD` of at most `resync_ms` per
+    /// change of the room, the server asked only when the entries cannot tell (see
+    /// docs/waiting-room.md). `con` blocks while it waits: give it a connection of its own, whose
+    /// read timeout, if any, is above `resync_ms`. An error ends the iterator.
+    pub fn wait_for_turn<'a, C: ConnectionLike>(
+        &'a self,
+        con: &'a mut C,
+        user: impl AsRef<[u8]>,
+        resync_ms: u64,
+    ) -> crate::Turns<'a, C> {
+        crate::Turns::new(con, &self.key, user.as_ref(), resync_ms)
+    }
+
     pub fn key(&self) -> &str {
         &self.key
     }
