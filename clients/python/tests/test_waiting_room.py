@@ -64,8 +64,6 @@ def test_a_sale_without_a_room_and_bad_room_settings_are_typed(server):
     with pytest.raises(TypeError):
         seckill.Sale.create(client, "room:bad", SaleSpec(stock=1, queue="yes"))  # type: ignore[arg-type]
     with pytest.raises(InvalidArgumentError):
-        seckill.PartitionedSale.create(client, "room:parts", SaleSpec(stock=4, partitions=2, queue=True))
-    with pytest.raises(InvalidArgumentError):
         plain.admit(0)
     assert sorted(client.keys("*")) == keys, "nothing written"
 
@@ -147,3 +145,66 @@ def test_wait_for_turn_async_many_waiters_at_a_rate(server):
         await client.aclose()
 
     asyncio.run(main())
+
+
+def test_a_partitioned_sale_has_a_room_per_partition_at_its_share_of_the_rate(server):
+    """4 partitions of 2 units, ADMIT 4 PER 100: each room admits 1 per 100 ms; the manifest
+    keeps the room. 12 waiters in partition 0 and 4 in partition 1 (none in 2 and 3) wait for
+    their turn and buy when admitted: 8 units sold, all to admitted users, partition 0 borrowing
+    the units of 2 and 3 for its waiters; everyone else is told SOLD_OUT, nobody hangs; a bot's
+    TRY never buys."""
+
+    async def main() -> None:
+        client = redis.asyncio.Redis(port=server, protocol=PROTOCOL, max_connections=64)
+        spec = SaleSpec(stock=8, partitions=4, queue=True, admit_rate=(4, 100), window_ms=60_000, events=True)
+        sale = await seckill.asyncio.PartitionedSale.create(client, "room:parts", spec, replace=True)
+        rates = []
+        for key in sale.keys:
+            info = await client.execute_command("SECKILL.INFO", key)
+            fields = info if isinstance(info, dict) else dict(zip(info[::2], info[1::2]))
+            rates.append((int(fields[b"queue_admit"]), int(fields[b"queue_per"])))
+        assert rates == [(1, 100)] * 4
+        reopened = await seckill.asyncio.PartitionedSale.open(client, "room:parts")
+        assert reopened.spec == spec
+        assert await sale.try_buy("bot") in (NOT_ADMITTED, SOLD_OUT)
+
+        async def shopper(user: str) -> str:
+            async for place in sale.wait_for_turn(user, resync_ms=2_000):
+                if place == 0:
+                    code = await sale.try_buy(user)
+                    return "bought" if code >= 0 else f"refused {code}"
+            return "sold out"
+
+        names = (f"u{n}" for n in range(1_000))
+        crowd = [u for u in names if sale.partition_of(u) == 0][:12]
+        crowd += [u for u in (f"v{n}" for n in range(1_000)) if sale.partition_of(u) == 1][:4]
+        outcomes = await asyncio.wait_for(asyncio.gather(*(shopper(u) for u in crowd)), 60)
+        assert outcomes.count("bought") == 8, outcomes
+        assert outcomes.count("sold out") == 8, outcomes
+        # Partitions 0 and 1 had 4 units between them: the other 4 were lent by 2 and 3.
+        infos = await sale.partition_infos()
+        assert (infos[2].lent, infos[3].lent) == (2, 2), infos
+        info = await sale.info()
+        assert info.sold == 8 and info.remaining == 0
+        assert await sale.bought("bot") == 0
+        assert await sale.try_buy("bot") == SOLD_OUT
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_admit_by_hand_goes_round_the_partitions(server):
+    client = redis.Redis(port=server, protocol=PROTOCOL)
+    sale = seckill.PartitionedSale.create(
+        client, "room:parts-hand", SaleSpec(stock=40, partitions=4, queue=True), replace=True)
+    users = [f"u{n}" for n in range(40)]
+    for user in users:
+        sale.join(user)
+    per_partition = [sum(1 for u in users if sale.partition_of(u) == p) for p in range(4)]
+    admitted = [sale.admit(1) for _ in range(8)]
+    assert sum(admitted) == 8 - sum(1 for p in range(4) if per_partition[p] < 2)
+    by_partition = [sum(1 for u in users if sale.partition_of(u) == p and sale.position(u) == 0) for p in range(4)]
+    assert all(n == min(2, per_partition[p]) for p, n in enumerate(by_partition)), (by_partition, per_partition)
+    plain = seckill.PartitionedSale.create(client, "room:parts-none", SaleSpec(stock=4, partitions=2), replace=True)
+    with pytest.raises(NoQueueError):
+        plain.admit(1)

@@ -159,7 +159,7 @@ impl Sale {
         }
         self.remaining -= qty;
         self.record(EventKind::Purchase, Some(record_id), qty, record.order);
-        self.left_room(user);
+        self.left_room(user, now_ms);
         Ok(TryOutcome::Bought {
             remaining: self.remaining,
         })

@@ -25,15 +25,19 @@ impl Sale {
         Ok(())
     }
 
-    /// Whether nothing is left to sell: no unit left and none held (a hold may come back).
-    fn sold_out_for_good(&self) -> bool {
-        self.remaining == 0 && self.held == 0
+    /// Whether nothing is left to sell: no unit left and none held (a hold may come back). A
+    /// partition may still get units from the others until its client found them all empty and
+    /// sealed it: its room stays open while it is only drained.
+    fn sold_out_for_good(&self, now_ms: u64) -> bool {
+        self.remaining == 0
+            && self.held == 0
+            && (self.config.partition.is_none() || self.is_sealed(now_ms))
     }
 
     /// Steps the room to `now_ms` (run with the hold expiries, first in every change): closes
     /// or reopens it with the stock, lapses windows, admits at the rate.
     pub(super) fn step_room(&mut self, now_ms: u64) {
-        self.settle_room();
+        self.settle_room(now_ms);
         let remaining = self.remaining;
         let Some(room) = self.room.as_mut() else {
             return;
@@ -44,26 +48,41 @@ impl Sale {
         }
     }
 
-    /// Closes the room once the sale is sold out for good; opens it again when units came back.
-    pub(super) fn settle_room(&mut self) {
-        let sold_out = self.sold_out_for_good();
-        if let Some(room) = self.room.as_mut() {
-            if sold_out && !room.is_closed() {
-                room.close();
-                self.changed = true;
-            } else if !sold_out && room.is_closed() && self.remaining > 0 {
-                room.reopen();
-                self.changed = true;
-            }
+    /// What settling the room at `now_ms` would do: `Some(true)` close it (sold out for good),
+    /// `Some(false)` open it again (units came back), `None` nothing.
+    fn room_settling(&self, now_ms: u64) -> Option<bool> {
+        let room = self.room.as_ref()?;
+        let sold_out = self.sold_out_for_good(now_ms);
+        if sold_out && !room.is_closed() {
+            Some(true)
+        } else if !sold_out && room.is_closed() && self.remaining > 0 {
+            Some(false)
+        } else {
+            None
         }
+    }
+
+    /// Closes the room once the sale is sold out for good; opens it again when units came back.
+    pub(super) fn settle_room(&mut self, now_ms: u64) {
+        let Some(close) = self.room_settling(now_ms) else {
+            return;
+        };
+        let room = self.room.as_mut().expect("a room to settle");
+        if close {
+            room.close();
+        } else {
+            room.reopen();
+        }
+        self.changed = true;
     }
 
     /// Whether stepping the room at `now_ms` would change it.
     pub(super) fn room_due(&self, now_ms: u64) -> bool {
-        self.room.as_ref().is_some_and(|room| {
-            room.next_step_ms().is_some_and(|at| at <= now_ms)
-                || room.is_closed() != self.sold_out_for_good()
-        })
+        self.room_settling(now_ms).is_some()
+            || self
+                .room
+                .as_ref()
+                .is_some_and(|room| room.next_step_ms().is_some_and(|at| at <= now_ms))
     }
 
     /// When the room must be stepped next (the timer's).
@@ -76,12 +95,12 @@ impl Sale {
         self.room.as_ref().is_none_or(|room| room.may_buy(user))
     }
 
-    /// A purchase of `user` succeeded: it leaves the room.
-    pub(super) fn left_room(&mut self, user: &[u8]) {
+    /// A purchase of `user` at `now_ms` succeeded: it leaves the room.
+    pub(super) fn left_room(&mut self, user: &[u8], now_ms: u64) {
         if let Some(room) = self.room.as_mut() {
             room.bought(user);
         }
-        self.settle_room();
+        self.settle_room(now_ms);
     }
 
     /// `SECKILL.JOIN`: `user` in the waiting room, and where it stands.
@@ -136,5 +155,79 @@ impl Sale {
                 admitted: Some(at),
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::{T0, config};
+    use super::super::{Partition, Sale, SaleConfig, TryOutcome};
+    use crate::logic::room::{Place, RoomConfig};
+
+    const ROOM: RoomConfig = RoomConfig {
+        rate: None,
+        window_ms: 60_000,
+    };
+
+    fn with_room(partition: Option<Partition>) -> Sale {
+        let config = SaleConfig {
+            queue: Some(ROOM),
+            partition,
+            ..config(1, 1)
+        };
+        Sale::new(config, [1; 16]).unwrap()
+    }
+
+    #[test]
+    fn a_sold_out_sale_closes_its_room_at_once() {
+        let mut sale = with_room(None);
+        sale.join(b"a", T0).unwrap();
+        sale.join(b"b", T0).unwrap();
+        assert_eq!(sale.admit(5, T0).unwrap(), 1);
+        assert!(matches!(
+            sale.try_buy(b"a", 1, T0),
+            Ok(TryOutcome::Bought { remaining: 0 })
+        ));
+        assert_eq!(sale.position(b"b").unwrap(), Some(Place::SoldOut));
+    }
+
+    #[test]
+    fn a_drained_partition_keeps_its_room_until_it_is_sealed_and_opens_it_for_lent_units() {
+        let mut sale = with_room(Some(Partition {
+            manifest: b"s".to_vec(),
+            index: 1,
+            count: 2,
+        }));
+        sale.join(b"a", T0).unwrap();
+        sale.join(b"b", T0).unwrap();
+        assert_eq!(sale.admit(5, T0).unwrap(), 1, "one unit: one admitted");
+        assert!(matches!(
+            sale.try_buy(b"a", 1, T0),
+            Ok(TryOutcome::Bought { remaining: 0 })
+        ));
+        // Drained, not sold out: b still waits, and its TRY asks for stock (-5, its client
+        // borrows) before it is told it is not admitted.
+        assert_eq!(sale.position(b"b").unwrap(), Some(Place::Waiting(1)));
+        assert_eq!(sale.try_buy(b"b", 1, T0), Ok(TryOutcome::Drained));
+        assert!(!sale.room_due(T0));
+        // Units lent by another partition: b is admitted by hand (or at the rate).
+        assert!(sale.absorb(b"t1", 1, b"{s/0}", T0).unwrap());
+        assert_eq!(sale.try_buy(b"b", 1, T0), Ok(TryOutcome::NotAdmitted));
+        assert_eq!(sale.admit(5, T0).unwrap(), 1);
+        assert!(matches!(
+            sale.try_buy(b"b", 1, T0),
+            Ok(TryOutcome::Bought { remaining: 0 })
+        ));
+        // Every partition found empty: sealed, and the room closes as a sold-out sale's.
+        sale.join(b"c", T0).unwrap();
+        assert!(sale.seal(1_000, T0).unwrap());
+        assert_eq!(sale.position(b"c").unwrap(), Some(Place::SoldOut));
+        assert_eq!(sale.join(b"d", T0).unwrap(), Place::SoldOut);
+        // The seal lapsing brings no unit back: the room stays closed, and nothing is due.
+        assert!(!sale.room_due(T0 + 5_000));
+        assert_eq!(sale.join(b"d", T0 + 5_000).unwrap(), Place::SoldOut);
+        // A unit lent later opens a new room, first come first served.
+        assert!(sale.absorb(b"t2", 1, b"{s/0}", T0 + 6_000).unwrap());
+        assert_eq!(sale.join(b"d", T0 + 6_000).unwrap(), Place::Waiting(1));
     }
 }

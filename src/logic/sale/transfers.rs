@@ -122,6 +122,8 @@ impl Sale {
         }
         self.totals.sealed_until_ms = now_ms.saturating_add(ms);
         self.changed = true;
+        // Every partition was found empty: a room closes here as at a one-key sale's sell-out.
+        self.settle_room(now_ms);
         Ok(true)
     }
 

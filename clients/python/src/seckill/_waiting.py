@@ -83,11 +83,14 @@ def start(key: str, user: User) -> Operation[TurnWatch]:
     return TurnWatch(as_bytes(user), stream, last_id, place)
 
 
-def step(key: str, watch: TurnWatch, resync_ms: int) -> Operation[None]:
-    """One blocking read of the stream (at most ``resync_ms``), then the server when it must."""
+def step(key: str, watch: TurnWatch, resync_ms: int) -> Operation[bool]:
+    """One blocking read of the stream (at most ``resync_ms``), then the server when it must;
+    True when it was asked."""
     reply = yield Call(("XREAD", "COUNT", _READ_COUNT, "BLOCK", resync_ms, "STREAMS", watch.stream, watch.last_id))
-    if watch.read(events_of(0, watch.stream, reply)):
-        place = yield from _key.position(key, watch.user)
-        if place is None:
-            place = yield from _key.join(key, watch.user)
-        watch.asked(place)
+    if not watch.read(events_of(0, watch.stream, reply)):
+        return False
+    place = yield from _key.position(key, watch.user)
+    if place is None:
+        place = yield from _key.join(key, watch.user)
+    watch.asked(place)
+    return True

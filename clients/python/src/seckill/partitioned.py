@@ -11,7 +11,7 @@ import os
 import time
 from typing import Any, List, Optional, Tuple
 
-from . import _key
+from . import _key, _waiting
 from ._effects import Acquire, Call, Operation, Release, Sleep, run
 from ._node import NodeCall
 from ._waiting import TurnWatch
@@ -96,6 +96,8 @@ class PartitionedOps(SaleOps):
         self._unreachable_refusal = [float("-inf")] * spec.partitions
         self._mover = os.urandom(8).hex()
         self._next_transfer = 0
+        #: The partition the next ``admit`` starts with.
+        self._next_admit = 0
 
     def partition_of(self, user: User) -> int:
         return partition_of(user, self.spec.partitions)
@@ -118,8 +120,6 @@ class PartitionedOps(SaleOps):
         if not isinstance(replace, bool):
             raise TypeError(f"replace must be a bool, not {type(replace).__name__}")
         spec.check()
-        if spec.queue:
-            raise InvalidArgumentError("a partitioned sale has no waiting room (yet): make a one-key Sale with queue")
         spec = spec.partitioned()
         yield from _key.require_module()
         if replace:
@@ -131,7 +131,7 @@ class PartitionedOps(SaleOps):
         try:
             for index in range(spec.partitions):
                 key = _partition_key(name, index)
-                args = spec.init_args(key, spec.share(spec.stock, index))
+                args = spec.partition_args(key, index)
                 if spec.events:
                     args += ["EVENTS", f"{key}:events"]
                     if spec.events_maxlen is not None:
@@ -150,6 +150,11 @@ class PartitionedOps(SaleOps):
                 "events", int(spec.events),
                 "maxlen", spec.events_maxlen or 0,
                 "naming", _partition_key(name, "<i>"),
+                # The waiting room (absent from manifests written before it: no room).
+                "queue", int(spec.queue),
+                "admit", spec.admit_rate[0] if spec.admit_rate else 0,
+                "per", spec.admit_rate[1] if spec.admit_rate else 0,
+                "window", spec.window_ms or 0,
                 # Written last: a sale opens only once every partition exists.
                 "ready", 1,
             ))
@@ -184,7 +189,14 @@ class PartitionedOps(SaleOps):
             raise BadManifestError(f"{name}: bad {error}") from error
         if not 1 <= number["partitions"] <= MAX_PARTITIONS:
             raise BadManifestError(f"{name}: bad partitions")
+        try:
+            room = {k: int(fields.get(k, 0)) for k in ("queue", "admit", "per", "window")}
+        except ValueError as error:
+            raise BadManifestError(f"{name}: bad {error}") from error
         return SaleSpec(
+            queue=room["queue"] == 1,
+            admit_rate=(room["admit"], room["per"]) if room["admit"] and room["per"] else None,
+            window_ms=room["window"] or None,
             stock=number["stock"],
             partitions=number["partitions"],
             limit=number["limit"],
@@ -376,12 +388,37 @@ class PartitionedOps(SaleOps):
         return (yield from _key.position(self._key_of(user), user))
 
     def _admit_op(self, n: int) -> Operation[int]:
-        raise NoQueueError("a partitioned sale has no waiting room (yet): make a one-key Sale with queue")
-        yield  # an operation
+        """``n`` split evenly over the partitions' rooms, the first of them one more, starting
+        where the last call ended (so ``admit(1)`` calls go round them all)."""
+        if not self.spec.queue:
+            raise NoQueueError(f"{self.name}: made without a waiting room")
+        with self._stats_lock:
+            first = self._next_admit
+            self._next_admit = (first + n) % self.spec.partitions
+        admitted = 0
+        for turn in range(self.spec.partitions):
+            share = self.spec.share(n, turn)
+            if share:
+                index = (first + turn) % self.spec.partitions
+                admitted += yield from _key.admit(self.keys[index], share)
+        return admitted
 
     def _watch_start_op(self, user: User) -> Operation[TurnWatch]:
-        raise NoQueueError("a partitioned sale has no waiting room (yet): make a one-key Sale with queue")
-        yield  # an operation
+        return (yield from _waiting.start(self._key_of(user), user))
+
+    def _watch_step_op(self, watch: TurnWatch, resync_ms: int) -> Operation[None]:
+        """A step of ``_waiting``; then, while the user still waits in a partition found
+        drained, stock is borrowed for it as ``try_buy`` would: its room admits nobody without
+        units, and a page that only waits sends no TRY to borrow for it."""
+        partition = self.partition_of(watch.user)
+        asked = yield from _waiting.step(self.keys[partition], watch, resync_ms)
+        if asked and not watch.done:
+            info = yield from _key.info(self.keys[partition])
+            if info.remaining == 0 and not info.sealed:
+                yield from self._borrow_op(partition, 1)
+                # Units came, or every partition was found empty and this one sealed: its room
+                # says which at once (the stream may stay quiet until resync_ms).
+                watch.asked((yield from _key.position(self.keys[partition], watch.user)))
 
     def _confirm_op(self, user: User) -> Operation[bool]:
         return (yield from _key.confirm(self._key_of(user), user))

@@ -4,6 +4,7 @@ records."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from math import gcd
 from typing import Any, List, Optional, Tuple
 
 from ._args import MAX_UNITS, integer
@@ -28,7 +29,8 @@ class SaleSpec:
     end_ms: Optional[int] = None
     events: bool = False
     events_maxlen: Optional[int] = None
-    #: A waiting room in front of the stock (one-key sales): see docs/waiting-room.md.
+    #: A waiting room in front of the stock (a partitioned sale: one per partition, the rate
+    #: split by stock share): see docs/waiting-room.md.
     queue: bool = False
     #: ``(users, per_ms)``: the room admits ``users`` every ``per_ms``; None: by ``admit`` only.
     admit_rate: Optional[Tuple[int, int]] = None
@@ -71,6 +73,27 @@ class SaleSpec:
     def share(self, units: int, index: int) -> int:
         """Partition ``index``'s share of ``units``: an even split, the first ones one more."""
         return units // self.partitions + (1 if index < units % self.partitions else 0)
+
+    def room_rate(self, index: int) -> Optional[Tuple[int, int]]:
+        """Partition ``index``'s share of ``admit_rate``, by its share of the stock (a partition
+        with no unit counts as one): exact, as a reduced fraction of users per ms, so the
+        partitions together admit the whole rate."""
+        if self.admit_rate is None:
+            return None
+        users, per_ms = self.admit_rate
+        weight = max(self.share(self.stock, index), 1)
+        total = max(self.stock, self.partitions)
+        users, per_ms = users * weight, per_ms * total
+        common = gcd(users, per_ms)
+        users, per_ms = users // common, per_ms // common
+        while users > MAX_UNITS or per_ms > MAX_UNITS:  # halved alike: the ratio kept closely
+            users, per_ms = max(users >> 1, 1), max(per_ms >> 1, 1)
+        return users, per_ms
+
+    def partition_args(self, key: str, index: int) -> List[Any]:
+        """``init_args`` for partition ``index``: its share of the stock and of the rate."""
+        spec = replace(self, admit_rate=self.room_rate(index))
+        return spec.init_args(key, self.share(self.stock, index))
 
     def init_args(self, key: str, stock: int) -> List[Any]:
         """``SECKILL.INIT key stock LIMIT .. [HOLD ..] [START ..] [END ..]``: what every sale
