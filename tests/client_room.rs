@@ -89,19 +89,134 @@ fn a_sale_without_a_room_and_bad_room_settings_are_typed() {
         ));
     }
     assert!(matches!(
-        PartitionedSale::create(
-            &mut con,
-            "room:parts",
-            &SaleSpec::new(4, 2).queue(room(None))
-        ),
-        Err(Error::InvalidArgument(_))
-    ));
-    assert!(matches!(
         FlashSale::admit(&plain, &mut con, 0),
         Err(Error::InvalidArgument(_))
     ));
     let after: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();
     assert_eq!(after.len(), keys.len(), "nothing written");
+}
+
+#[test]
+fn a_partitioned_sale_has_a_room_per_partition_at_its_share_of_the_rate() {
+    use futures_util::StreamExt;
+    let server = Server::start();
+    let mut con = server.con();
+    let queue = QueueSpec {
+        admit_rate: Some((4, 100)),
+        window_ms: Some(60_000),
+    };
+    let spec = SaleSpec::new(8, 4).queue(queue).events(None);
+    let sale =
+        std::sync::Arc::new(PartitionedSale::replace(&mut con, "room:parts", &spec).unwrap());
+    for key in sale.partition_keys() {
+        let info = ["SECKILL.INFO", key.as_str()];
+        let rate = ["queue_admit", "queue_per"].map(|f| seckill_harness::field(&mut con, &info, f));
+        assert_eq!(rate, [1, 100], "{key}");
+    }
+    assert_eq!(
+        PartitionedSale::open(&mut con, "room:parts")
+            .unwrap()
+            .spec(),
+        &spec
+    );
+    // 12 waiters in partition 0 and 4 in partition 1, none in 2 and 3: 4 units of their
+    // own, the other 4 borrowed for them from 2 and 3 while they wait.
+    let in_partition = |p: u32, prefix: &str, n: usize| -> Vec<String> {
+        (0..1_000)
+            .map(|i| format!("{prefix}{i}"))
+            .filter(|u| sale.partition_of(u.as_bytes()) == p)
+            .take(n)
+            .collect()
+    };
+    let mut crowd = in_partition(0, "u", 12);
+    crowd.extend(in_partition(1, "v", 4));
+    let outcomes: Vec<&str> = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let mut async_con = server.async_con().await;
+        let aio_sale = aio::PartitionedSale::open(&mut async_con, "room:parts").await;
+        let aio_sale = std::sync::Arc::new(aio_sale.unwrap());
+        let mut shoppers = Vec::new();
+        for user in crowd {
+            let sale = aio_sale.clone();
+            let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
+            let mut own = redis::Client::open(server.url())
+                .unwrap()
+                .get_multiplexed_async_connection_with_config(&config)
+                .await
+                .unwrap();
+            shoppers.push(tokio::spawn(async move {
+                let mut places = Box::pin(sale.wait_for_turn(own.clone(), &user, 2_000));
+                while let Some(place) = places.next().await {
+                    if place.unwrap() == 0 {
+                        let reply = sale.try_buy(&mut own, &user, 1).await.unwrap();
+                        return if matches!(reply, TryReply::Bought { .. }) {
+                            "bought"
+                        } else {
+                            "refused"
+                        };
+                    }
+                }
+                "sold out"
+            }));
+        }
+        let all = futures_util::future::join_all(shoppers);
+        let done = tokio::time::timeout(std::time::Duration::from_secs(60), all).await;
+        done.expect("no waiter hangs")
+            .into_iter()
+            .map(|o| o.unwrap())
+            .collect()
+    });
+    assert_eq!(
+        outcomes.iter().filter(|&&o| o == "bought").count(),
+        8,
+        "{outcomes:?}"
+    );
+    assert_eq!(
+        outcomes.iter().filter(|&&o| o == "sold out").count(),
+        8,
+        "{outcomes:?}"
+    );
+    let infos = sale.partition_infos(&mut con).unwrap();
+    assert_eq!((infos[2].lent, infos[3].lent), (2, 2));
+    assert_eq!(
+        FlashSale::try_buy(&*sale, &mut con, "bot", 1).unwrap(),
+        TryReply::SoldOut
+    );
+}
+
+#[test]
+fn admit_by_hand_goes_round_the_partitions() {
+    let server = Server::start();
+    let mut con = server.con();
+    let spec = SaleSpec::new(40, 4).queue(room(None));
+    let sale = PartitionedSale::replace(&mut con, "room:parts-hand", &spec).unwrap();
+    let users: Vec<String> = (0..40).map(|n| format!("u{n}")).collect();
+    for user in &users {
+        FlashSale::join(&sale, &mut con, user).unwrap();
+    }
+    let waiting = |p: u32| {
+        users
+            .iter()
+            .filter(|u| sale.partition_of(u.as_bytes()) == p)
+            .count() as u64
+    };
+    let admitted: u64 = (0..8)
+        .map(|_| FlashSale::admit(&sale, &mut con, 1).unwrap())
+        .sum();
+    assert_eq!(admitted, (0..4).map(|p| waiting(p).min(2)).sum::<u64>());
+    for p in 0..4 {
+        let first = users
+            .iter()
+            .filter(|u| sale.partition_of(u.as_bytes()) == p)
+            .filter(|u| FlashSale::position(&sale, &mut con, u).unwrap() == Some(0))
+            .count() as u64;
+        assert_eq!(first, waiting(p).min(2), "partition {p}");
+    }
+    let plain =
+        PartitionedSale::replace(&mut con, "room:parts-none", &SaleSpec::new(4, 2)).unwrap();
+    assert!(matches!(
+        FlashSale::admit(&plain, &mut con, 1),
+        Err(Error::NoQueue(_))
+    ));
 }
 
 #[test]

@@ -1,5 +1,5 @@
-"""``TurnWatch``, the pure part of ``wait_for_turn``: how a place moves by the sale's events,
-and when only the server can tell (no server needed)."""
+"""The waiting room's pure client parts, no server needed: ``TurnWatch`` (how a place moves by
+the sale's events, and when only the server can tell) and a partitioned sale's rate split."""
 
 from seckill._waiting import TurnWatch
 from seckill.info import SaleEvent
@@ -44,3 +44,19 @@ def test_a_sale_that_may_be_sold_out_asks_and_none_keeps_the_place():
     assert watch.place == 3
     watch.asked(-1)
     assert watch.done
+
+
+def test_a_partitioned_rooms_rate_is_split_by_stock_share_as_the_rust_crate_splits_it():
+    from fractions import Fraction
+
+    from seckill import SaleSpec
+
+    assert SaleSpec(stock=8, partitions=4, queue=True, admit_rate=(4, 100)).room_rate(0) == (1, 100)
+    spec = SaleSpec(stock=1_001, partitions=16, queue=True, admit_rate=(100, 100))
+    assert spec.room_rate(0) == (9, 143)
+    rates = [spec.room_rate(i) for i in range(16)]
+    assert sum(Fraction(rate[0], rate[1]) for rate in rates if rate) == 1
+    assert SaleSpec(stock=2, partitions=4, queue=True, admit_rate=(4, 100)).room_rate(3) == (1, 100)
+    big = SaleSpec(stock=2**63 - 1, partitions=3, queue=True, admit_rate=(2**63 - 1, 2**63 - 3)).room_rate(1)
+    assert big is not None and 1 <= big[0] <= 2**63 - 1 and 1 <= big[1] <= 2**63 - 1
+    assert SaleSpec(stock=8, partitions=4).room_rate(0) is None

@@ -398,24 +398,19 @@ impl Sale {
     /// [`ClusterSession`]'s `detached()` session gives blocking reads their time by itself.
     /// Each read is bounded here by `resync_ms` plus the sale's deadline; every other call by
     /// the deadline.
-    pub fn wait_for_turn<C: ConnectionLike + Send + 'static>(
-        &self,
+    pub fn wait_for_turn<'a, C: ConnectionLike + Send + 'a>(
+        &'a self,
         con: C,
         user: impl AsRef<[u8]>,
         resync_ms: u64,
-    ) -> impl futures_util::Stream<Item = Result<i64>> + Send + 'static {
+    ) -> impl futures_util::Stream<Item = Result<i64>> + Send + 'a {
         let bound = self
             .0
             .retry_policy()
             .deadline
             .max(crate::link::MIN_CALL_BOUND);
-        crate::waiting::stream(
-            con,
-            self.0.key().to_string(),
-            user.as_ref().to_vec(),
-            resync_ms,
-            bound,
-        )
+        let room = crate::waiting::Room::Key(self.0.key());
+        crate::waiting::stream(con, room, user.as_ref().to_vec(), resync_ms, bound)
     }
 
     pub async fn delete<C: ConnectionLike + Send>(&self, con: &mut C) -> Result<()> {
@@ -507,6 +502,23 @@ impl PartitionedSale {
     /// See [`crate::PartitionedSale::partition_of`].
     pub fn partition_of(&self, user: &[u8]) -> u32 {
         self.0.partition_of(user)
+    }
+
+    /// See [`crate::PartitionedSale::wait_for_turn`] and [`Sale::wait_for_turn`]: a stream
+    /// that owns `con`, under the same rules.
+    pub fn wait_for_turn<'a, C: ConnectionLike + Send + 'a>(
+        &'a self,
+        con: C,
+        user: impl AsRef<[u8]>,
+        resync_ms: u64,
+    ) -> impl futures_util::Stream<Item = Result<i64>> + Send + 'a {
+        let bound = self
+            .0
+            .retry_policy()
+            .deadline
+            .max(crate::link::MIN_CALL_BOUND);
+        let room = crate::waiting::Room::Partitioned(&self.0);
+        crate::waiting::stream(con, room, user.as_ref().to_vec(), resync_ms, bound)
     }
 
     /// See [`crate::PartitionedSale::recover`].

@@ -147,7 +147,12 @@ impl Sale {
         user: impl AsRef<[u8]>,
         resync_ms: u64,
     ) -> crate::Turns<'a, C> {
-        crate::Turns::new(con, &self.key, user.as_ref(), resync_ms)
+        crate::Turns::new(
+            con,
+            crate::waiting::Room::Key(&self.key),
+            user.as_ref(),
+            resync_ms,
+        )
     }
 
     pub fn key(&self) -> &str {

@@ -25,7 +25,8 @@ pub struct SaleSpec {
     /// Each partition writes its changes to its own stream, `{name/i}:events`.
     pub events: bool,
     pub events_maxlen: Option<u64>,
-    /// A waiting room in front of the stock (one-key sales): see docs/waiting-room.md.
+    /// A waiting room in front of the stock (a partitioned sale: one per partition, the rate
+    /// split by stock share): see docs/waiting-room.md.
     pub queue: Option<QueueSpec>,
 }
 
@@ -53,7 +54,7 @@ impl SaleSpec {
         }
     }
 
-    /// A waiting room in front of the stock (a one-key sale only).
+    /// A waiting room in front of the stock (a partitioned sale: one per partition).
     pub fn queue(mut self, queue: QueueSpec) -> SaleSpec {
         self.queue = Some(queue);
         self
@@ -162,6 +163,33 @@ impl SaleSpec {
         init
     }
 
+    /// Partition `index`'s share of the waiting room's rate, by its share of the stock (a
+    /// partition with no unit counts as one): exact, as a reduced fraction of users per ms, so
+    /// the partitions together admit the whole rate (the Python package computes the same).
+    pub(crate) fn room_rate(&self, index: u32) -> Option<(u64, u64)> {
+        let (users, per_ms) = self.queue?.admit_rate?;
+        let weight = u128::from(self.share(self.stock, index).max(1));
+        let total = u128::from(self.stock.max(u64::from(self.partitions)));
+        let (mut users, mut per_ms) = (u128::from(users) * weight, u128::from(per_ms) * total);
+        let common = gcd(users, per_ms);
+        (users, per_ms) = (users / common, per_ms / common);
+        // Halved alike while out of range: the ratio kept closely.
+        while users > u128::from(MAX_UNITS) || per_ms > u128::from(MAX_UNITS) {
+            (users, per_ms) = ((users >> 1).max(1), (per_ms >> 1).max(1));
+        }
+        Some((users as u64, per_ms as u64))
+    }
+
+    /// `SECKILL.INIT` for partition `index` of a partitioned sale: its share of the stock and of
+    /// the rate; the caller adds EVENTS and the partition's options.
+    pub(crate) fn partition_init_command(&self, key: &str, index: u32) -> redis::Cmd {
+        let mut spec = self.clone();
+        if let Some(queue) = spec.queue.as_mut() {
+            queue.admit_rate = self.room_rate(index);
+        }
+        spec.init_command(key, self.share(self.stock, index))
+    }
+
     /// Partition `index`'s share of `units`: an even split, the first ones one more.
     pub(crate) fn share(&self, units: u64, index: u32) -> u64 {
         let partitions = u64::from(self.partitions);
@@ -170,6 +198,7 @@ impl SaleSpec {
 
     pub(crate) fn manifest_fields(&self, name: &str) -> Vec<(&'static str, String)> {
         let optional = |value: Option<u64>| value.unwrap_or(0).to_string();
+        let rate = self.queue.and_then(|q| q.admit_rate);
         vec![
             ("version", MANIFEST_VERSION.to_string()),
             ("stock", self.stock.to_string()),
@@ -180,13 +209,53 @@ impl SaleSpec {
             ("events", u8::from(self.events).to_string()),
             ("maxlen", optional(self.events_maxlen)),
             ("naming", partition_key(name, "<i>")),
+            // The waiting room (absent from manifests written before it: no room).
+            ("queue", u8::from(self.queue.is_some()).to_string()),
+            ("admit", rate.map_or(0, |(users, _)| users).to_string()),
+            ("per", rate.map_or(0, |(_, per_ms)| per_ms).to_string()),
+            ("window", optional(self.queue.and_then(|q| q.window_ms))),
         ]
     }
+}
+
+fn gcd(mut a: u128, mut b: u128) -> u128 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a.max(1)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_rate_is_split_by_stock_share_and_adds_up() {
+        let queue = |users, per_ms| QueueSpec {
+            admit_rate: Some((users, per_ms)),
+            window_ms: None,
+        };
+        let spec = SaleSpec::new(8, 4).queue(queue(4, 100));
+        assert_eq!(spec.room_rate(0), Some((1, 100)));
+        // 1 001 units over 16: 63 or 62 each; together 100 users per 100 ms, exactly.
+        let spec = SaleSpec::new(1_001, 16).queue(queue(100, 100));
+        let total: f64 = (0..16)
+            .map(|i| {
+                let (users, per_ms) = spec.room_rate(i).unwrap();
+                users as f64 / per_ms as f64
+            })
+            .sum();
+        assert!((total - 1.0).abs() < 1e-12, "{total}");
+        assert_eq!(spec.room_rate(0), Some((9, 143)));
+        // Fewer units than partitions: every partition counts as one.
+        let spec = SaleSpec::new(2, 4).queue(queue(4, 100));
+        assert_eq!(spec.room_rate(3), Some((1, 100)));
+        // Huge values stay in range.
+        let spec = SaleSpec::new(MAX_UNITS, 3).queue(queue(MAX_UNITS, MAX_UNITS - 2));
+        let (users, per_ms) = spec.room_rate(1).unwrap();
+        assert!(users <= MAX_UNITS && per_ms <= MAX_UNITS && users >= 1 && per_ms >= 1);
+        assert_eq!(SaleSpec::new(8, 4).room_rate(0), None);
+    }
 
     #[test]
     fn stock_splits_evenly_and_wholly() {

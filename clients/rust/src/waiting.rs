@@ -113,15 +113,15 @@ pub(crate) async fn start<L: Link>(link: &mut L, sale_key: &str, user: &[u8]) ->
     Ok(TurnWatch::new(user, stream, last_id, place))
 }
 
-/// One blocking read of the stream (at most `resync`), then the server when it must. The read
-/// is given `resync` on top of the link's own bound for one call.
-pub(crate) async fn step<L: Link>(
+/// One blocking read of the stream (at most `resync`), then the server when it must; true
+/// when it was asked. The read is given `resync` on top of the link's own bound for one call.
+async fn step<L: Link>(
     link: &mut L,
     sale_key: &str,
     watch: &mut TurnWatch,
     resync: Duration,
     bound: Duration,
-) -> Result<()> {
+) -> Result<bool> {
     let mut read = cmd("XREAD");
     read.arg("COUNT")
         .arg(READ_COUNT)
@@ -138,25 +138,83 @@ pub(crate) async fn step<L: Link>(
             events.push(SaleEvent::from_entry(0, &watch.stream, entry)?);
         }
     }
-    if watch.read(&events) {
-        let place = match key::position(link, sale_key, &watch.user).await? {
-            Some(place) => place,
-            None => key::join(link, sale_key, &watch.user).await?,
-        };
-        watch.asked(Some(place));
+    if !watch.read(&events) {
+        return Ok(false);
     }
+    ask(link, sale_key, watch).await?;
+    Ok(true)
+}
+
+/// The user's place from the server: POSITION, or JOIN again for a user no longer in the room
+/// (a room reopened after selling out).
+async fn ask<L: Link>(link: &mut L, sale_key: &str, watch: &mut TurnWatch) -> Result<()> {
+    let place = match key::position(link, sale_key, &watch.user).await? {
+        Some(place) => place,
+        None => key::join(link, sale_key, &watch.user).await?,
+    };
+    watch.asked(Some(place));
     Ok(())
 }
 
-fn zero_resync() -> Error {
-    Error::InvalidArgument("resync_ms must be at least 1".into())
+/// Whose waiting room a wait is in: a one-key sale's, or the room of the user's partition.
+#[derive(Clone, Copy)]
+pub(crate) enum Room<'a> {
+    Key(&'a str),
+    Partitioned(&'a crate::PartitionedSale),
 }
 
-/// The places of one user as [`crate::Sale::wait_for_turn`] yields them: each change, ending
-/// with 0 (its turn) or -1 (sold out); an error ends it too.
+impl Room<'_> {
+    fn key(&self, user: &[u8]) -> &str {
+        match self {
+            Room::Key(key) => key,
+            Room::Partitioned(sale) => sale.key_of(user),
+        }
+    }
+
+    /// The next place, different from the last one: the first is JOIN's. A partitioned sale's
+    /// drained partition borrows stock for its waiters as `try_buy` would: its room admits
+    /// nobody without units, and a page that only waits sends no TRY to borrow for it.
+    async fn next_place<L: Link>(
+        self,
+        link: &mut L,
+        watch: &mut Option<TurnWatch>,
+        user: &[u8],
+        (resync, bound): (Duration, Duration),
+    ) -> Result<i64> {
+        if resync.is_zero() {
+            return Err(Error::InvalidArgument(
+                "resync_ms must be at least 1".into(),
+            ));
+        }
+        let Some(watch) = watch.as_mut() else {
+            let started = start(link, self.key(user), user).await?;
+            return Ok(watch.insert(started).place());
+        };
+        let before = watch.place();
+        loop {
+            let asked = step(link, self.key(user), watch, resync, bound).await?;
+            if let Room::Partitioned(sale) = self
+                && asked
+                && !watch.done()
+                && sale.borrow_for_waiters(link, user).await?
+            {
+                // Units came, or every partition was found empty and this one sealed: its
+                // room says which at once (the stream may stay quiet until `resync`).
+                ask(link, self.key(user), watch).await?;
+            }
+            if watch.place() != before {
+                return Ok(watch.place());
+            }
+        }
+    }
+}
+
+/// The places of one user as [`crate::Sale::wait_for_turn`] and
+/// [`crate::PartitionedSale::wait_for_turn`] yield them: each change, ending with 0 (its turn)
+/// or -1 (sold out); an error ends it too.
 pub struct Turns<'a, C> {
     con: &'a mut C,
-    sale_key: &'a str,
+    room: Room<'a>,
     user: Vec<u8>,
     resync: Duration,
     watch: Option<TurnWatch>,
@@ -164,10 +222,10 @@ pub struct Turns<'a, C> {
 }
 
 impl<'a, C> Turns<'a, C> {
-    pub(crate) fn new(con: &'a mut C, sale_key: &'a str, user: &[u8], resync_ms: u64) -> Self {
+    pub(crate) fn new(con: &'a mut C, room: Room<'a>, user: &[u8], resync_ms: u64) -> Self {
         Turns {
             con,
-            sale_key,
+            room,
             user: user.to_vec(),
             resync: Duration::from_millis(resync_ms),
             watch: None,
@@ -183,68 +241,36 @@ impl<C: redis::ConnectionLike> Iterator for Turns<'_, C> {
         if self.finished {
             return None;
         }
-        if self.resync.is_zero() {
-            self.finished = true;
-            return Some(Err(zero_resync()));
-        }
         let link = &mut crate::link::Blocking(&mut *self.con);
-        let next = match self.watch.as_mut() {
-            None => crate::link::block_on(start(link, self.sale_key, &self.user))
-                .map(|watch| self.watch.insert(watch).place()),
-            Some(watch) => {
-                let before = watch.place();
-                loop {
-                    let stepped = step(link, self.sale_key, watch, self.resync, Duration::ZERO);
-                    if let Err(e) = crate::link::block_on(stepped) {
-                        break Err(e);
-                    }
-                    if watch.place() != before {
-                        break Ok(watch.place());
-                    }
-                }
-            }
-        };
+        let times = (self.resync, Duration::ZERO);
+        let next =
+            crate::link::block_on(
+                self.room
+                    .next_place(link, &mut self.watch, &self.user, times),
+            );
         self.finished = next.is_err() || self.watch.as_ref().is_some_and(TurnWatch::done);
         Some(next)
     }
 }
 
-/// [`Turns`], async: a stream that owns its connection.
-pub(crate) fn stream<C: redis::aio::ConnectionLike + Send + 'static>(
+/// [`Turns`], async: a stream that owns its connection; each call bounded by `bound`.
+pub(crate) fn stream<'a, C: redis::aio::ConnectionLike + Send + 'a>(
     con: C,
-    sale_key: String,
+    room: Room<'a>,
     user: Vec<u8>,
     resync_ms: u64,
     bound: Duration,
-) -> impl futures_util::Stream<Item = Result<i64>> + Send + 'static {
-    let resync = Duration::from_millis(resync_ms);
+) -> impl futures_util::Stream<Item = Result<i64>> + Send + 'a {
+    let times = (Duration::from_millis(resync_ms), bound);
     let state = (con, None::<TurnWatch>, false);
     futures_util::stream::unfold(state, move |(mut con, mut watch, finished)| {
-        let (sale_key, user) = (sale_key.clone(), user.clone());
+        let user = user.clone();
         async move {
             if finished {
                 return None;
             }
-            if resync.is_zero() {
-                return Some((Err(zero_resync()), (con, watch, true)));
-            }
             let link = &mut crate::link::Tokio::within(&mut con, bound);
-            let next = match watch.as_mut() {
-                None => start(link, &sale_key, &user)
-                    .await
-                    .map(|w| watch.insert(w).place()),
-                Some(w) => {
-                    let before = w.place();
-                    loop {
-                        if let Err(e) = step(link, &sale_key, w, resync, bound).await {
-                            break Err(e);
-                        }
-                        if w.place() != before {
-                            break Ok(w.place());
-                        }
-                    }
-                }
-            };
+            let next = room.next_place(link, &mut watch, &user, times).await;
             let finished = next.is_err() || watch.as_ref().is_some_and(TurnWatch::done);
             Some((next, (con, watch, finished)))
         }

@@ -13,6 +13,22 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 impl PartitionedSale {
+    /// For a user waiting in its partition's room: when the partition is drained (and not
+    /// sealed), stock is borrowed for it; true when a borrow ran (its room may have changed).
+    pub(crate) async fn borrow_for_waiters<L: Link>(
+        &self,
+        link: &mut L,
+        user: &[u8],
+    ) -> Result<bool> {
+        let partition = self.partition_of(user) as usize;
+        let info = key::info(link, &self.keys[partition]).await?;
+        if info.remaining > 0 || info.sealed {
+            return Ok(false);
+        }
+        self.borrow(link, partition, 1).await?;
+        Ok(true)
+    }
+
     /// Looks for `qty` units for `partition` in the others: `true` when it may have them now
     /// (borrowed, or returned to it meanwhile), `false` when no partition had any at one
     /// instant.

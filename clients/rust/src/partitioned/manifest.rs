@@ -63,12 +63,6 @@ impl PartitionedSale {
     ) -> Result<PartitionedSale> {
         check_name(name)?;
         spec.check()?;
-        if spec.queue.is_some() {
-            return Err(Error::InvalidArgument(
-                "a partitioned sale has no waiting room (yet): make a one-key Sale with a queue"
-                    .into(),
-            ));
-        }
         key::require_module(link).await?;
         if replace {
             PartitionedSale::delete_on(link, name).await?;
@@ -104,7 +98,7 @@ impl PartitionedSale {
         let (name, spec) = (&self.name, &self.spec);
         for (index, key) in self.keys.iter().enumerate() {
             let index = index as u32;
-            let mut init = spec.init_command(key, spec.share(spec.stock, index));
+            let mut init = spec.partition_init_command(key, index);
             if spec.events {
                 init.arg("EVENTS").arg(format!("{key}:events"));
                 if let Some(maxlen) = spec.events_maxlen {
@@ -189,6 +183,23 @@ impl PartitionedSale {
             events: number("events")? == 1,
             events_maxlen: optional("maxlen")?,
             queue: None,
+        };
+        // The waiting room; manifests written before it have none of these fields.
+        let absent_is_zero = |field: &str| -> Result<u64> {
+            match get(field) {
+                None => Ok(0),
+                Some(_) => number(field),
+            }
+        };
+        let spec = if absent_is_zero("queue")? == 1 {
+            let (users, per_ms) = (absent_is_zero("admit")?, absent_is_zero("per")?);
+            let window = absent_is_zero("window")?;
+            spec.queue(crate::spec::QueueSpec {
+                admit_rate: (users > 0 && per_ms > 0).then_some((users, per_ms)),
+                window_ms: (window > 0).then_some(window),
+            })
+        } else {
+            spec
         };
         if get("naming") != Some(partition_key(name, "<i>").as_str()) {
             return Err(Error::BadManifest(format!(

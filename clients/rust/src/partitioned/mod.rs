@@ -56,6 +56,8 @@ pub struct PartitionedSale {
     /// This handle's prefix for transfer ids, random, so two clients never share an id.
     mover: String,
     next_transfer: AtomicU64,
+    /// The partition the next `admit` starts with.
+    next_admit: AtomicU64,
     seal_ms: u64,
     retry: RetryPolicy,
     /// The masters whose reads failed lately, and which master serves which partition (see
@@ -107,6 +109,7 @@ impl PartitionedSale {
             spec,
             mover: key::random_id(),
             next_transfer: AtomicU64::new(0),
+            next_admit: AtomicU64::new(0),
             seal_ms: DEFAULT_SEAL_MS,
             retry: RetryPolicy::default(),
             counters: Counters::default(),
@@ -178,8 +181,20 @@ impl PartitionedSale {
         partition_of(user, self.spec.partitions)
     }
 
-    fn key_of(&self, user: &[u8]) -> &str {
+    pub(crate) fn key_of(&self, user: &[u8]) -> &str {
         &self.keys[self.partition_of(user) as usize]
+    }
+
+    /// See [`crate::Sale::wait_for_turn`]: the user waits in its partition's room. While its
+    /// partition is drained, stock is borrowed for it from the others as `try_buy` would.
+    pub fn wait_for_turn<'a, C: ConnectionLike>(
+        &'a self,
+        con: &'a mut C,
+        user: impl AsRef<[u8]>,
+        resync_ms: u64,
+    ) -> crate::Turns<'a, C> {
+        let room = crate::waiting::Room::Partitioned(self);
+        crate::Turns::new(con, room, user.as_ref(), resync_ms)
     }
 
     /// Each partition's `SECKILL.INFO`, partition 0 first.
@@ -300,10 +315,32 @@ impl PartitionedSale {
     }
 
     /// A partitioned sale has no waiting room (yet): refused before anything is sent.
-    pub(crate) async fn admit_on<L: Link>(&self, _link: &mut L, _n: u64) -> Result<u64> {
-        Err(crate::Error::NoQueue(
-            "a partitioned sale has no waiting room (yet): make a one-key Sale with a queue".into(),
-        ))
+    /// `n` split evenly over the partitions' rooms, the first of them one more, starting
+    /// where the last call ended (so `admit(1)` calls go round them all).
+    pub(crate) async fn admit_on<L: Link>(&self, link: &mut L, n: u64) -> Result<u64> {
+        check_units(n)?;
+        if self.spec.queue.is_none() {
+            return Err(Error::NoQueue(format!(
+                "{}: made without a waiting room",
+                self.name
+            )));
+        }
+        let partitions = u64::from(self.spec.partitions);
+        let first = self
+            .next_admit
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |at| {
+                Some((at + n % partitions) % partitions)
+            })
+            .unwrap_or(0);
+        let mut admitted = 0;
+        for turn in 0..self.spec.partitions {
+            let share = self.spec.share(n, turn);
+            if share > 0 {
+                let index = ((first + u64::from(turn)) % partitions) as usize;
+                admitted += key::admit(link, &self.keys[index], share).await?;
+            }
+        }
+        Ok(admitted)
     }
 
     pub(crate) async fn confirm_on<L: Link>(&self, link: &mut L, user: &[u8]) -> Result<bool> {
