@@ -151,7 +151,8 @@ pub trait FlashSale {
     ) -> Result<Option<i64>>;
 
     /// Admits up to `n` users from the head of the waiting room (`SECKILL.ADMIT`); how many
-    /// were (never more than the units left can serve).
+    /// were (never more than the units left can serve). A partitioned sale splits `n` over
+    /// its partitions' rooms, going round them from call to call.
     fn admit<C: ConnectionLike>(&self, con: &mut C, n: u64) -> Result<u64>;
 
     /// The sale's totals (a partitioned sale's partitions are read one after the other, so

@@ -259,7 +259,8 @@ class FlashSale(SaleOps):
 
     def admit(self, n: int) -> int:
         """Admits up to ``n`` users from the head of the waiting room (SECKILL.ADMIT); replies
-        how many were (never more than the units left can serve)."""
+        how many were (never more than the units left can serve). A partitioned sale splits
+        ``n`` over its partitions' rooms, going round them from call to call."""
         integer("n", n, 1)
         return int(self._run(self._admit_op(n)))
 

@@ -314,7 +314,6 @@ impl PartitionedSale {
         key::position(link, self.key_of(user), user).await
     }
 
-    /// A partitioned sale has no waiting room (yet): refused before anything is sent.
     /// `n` split evenly over the partitions' rooms, the first of them one more, starting
     /// where the last call ended (so `admit(1)` calls go round them all).
     pub(crate) async fn admit_on<L: Link>(&self, link: &mut L, n: u64) -> Result<u64> {
