@@ -89,8 +89,14 @@ def step(key: str, watch: TurnWatch, resync_ms: int) -> Operation[bool]:
     reply = yield Call(("XREAD", "COUNT", _READ_COUNT, "BLOCK", resync_ms, "STREAMS", watch.stream, watch.last_id))
     if not watch.read(events_of(0, watch.stream, reply)):
         return False
+    yield from ask(key, watch)
+    return True
+
+
+def ask(key: str, watch: TurnWatch) -> Operation[None]:
+    """The user's place from the server: POSITION, or JOIN again for a user no longer in the
+    room (a room reopened after selling out)."""
     place = yield from _key.position(key, watch.user)
     if place is None:
         place = yield from _key.join(key, watch.user)
     watch.asked(place)
-    return True

@@ -418,7 +418,7 @@ class PartitionedOps(SaleOps):
                 yield from self._borrow_op(partition, 1)
                 # Units came, or every partition was found empty and this one sealed: its room
                 # says which at once (the stream may stay quiet until resync_ms).
-                watch.asked((yield from _key.position(self.keys[partition], watch.user)))
+                yield from _waiting.ask(self.keys[partition], watch)
 
     def _confirm_op(self, user: User) -> Operation[bool]:
         return (yield from _key.confirm(self._key_of(user), user))
