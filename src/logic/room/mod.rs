@@ -14,7 +14,8 @@ mod shuffle;
 mod table;
 
 pub use shuffle::{SplitMix64, shuffle};
-pub use table::{RoomUsers, Status, UserRef, grow_gently};
+use table::grow_gently;
+pub use table::{RoomUsers, Status, UserRef};
 
 use std::collections::VecDeque;
 

@@ -76,6 +76,7 @@ fn header_at(arena: &[u8], start: UserRef) -> (&[u8], usize) {
 }
 
 impl RoomUsers {
+    #[cfg(test)]
     pub fn count(&self) -> u64 {
         self.count
     }
