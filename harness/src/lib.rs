@@ -4,6 +4,7 @@
 //! faults on top; `buyers` times a partitioned sale's buyers through a fault.
 
 pub mod buyers;
+pub mod invariants;
 pub mod topology;
 pub mod transcript;
 
