@@ -135,11 +135,12 @@ bench: build venv examples
 	./target/release/examples/bench_async
 	./target/release/examples/bench_room
 
-# The long versions of the reliability cases (tests/reliability.rs), one at a time; each async
+# The long versions of the reliability cases (tests/reliability.rs, tests/hostile_input.rs),
+# one at a time; each async
 # topology case of tests/cluster.rs 20 times in a row, every run bounded; and a
 # failover at Redis's default cluster-node-timeout under the default RetryPolicy (Python).
 soak: build venv
-	SECKILL_SOAK=1 cargo test --release --test reliability --test history -- --test-threads 1 --nocapture
+	SECKILL_SOAK=1 cargo test --release --test reliability --test hostile_input --test history -- --test-threads 1 --nocapture
 	tools/soak_async_topology.sh
 	SECKILL_SOAK=1 SECKILL_RESP=3 $(VENV)/bin/python -m pytest -q -s clients/python/tests/test_availability.py -k default_node_timeout
 	FAULTS_PLANTS=1 PYTHONPATH=tools $(VENV)/bin/python -m pytest -q -s -p no:cacheprovider tools/faults/test_faults.py

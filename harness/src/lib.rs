@@ -5,6 +5,7 @@
 
 pub mod buyers;
 pub mod invariants;
+pub mod seeded;
 pub mod topology;
 pub mod transcript;
 
