@@ -136,9 +136,9 @@ bench: build venv examples
 	./target/release/examples/bench_room
 
 # The long versions of the reliability cases (tests/reliability.rs, tests/hostile_input.rs),
-# one at a time; each async
-# topology case of tests/cluster.rs 20 times in a row, every run bounded; and a
-# failover at Redis's default cluster-node-timeout under the default RetryPolicy (Python).
+# one at a time; each async topology case of tests/cluster.rs 20 times in a row, every run
+# bounded; and a failover at Redis's default cluster-node-timeout under the default
+# RetryPolicy (Python).
 soak: build venv
 	SECKILL_SOAK=1 cargo test --release --test reliability --test hostile_input --test history -- --test-threads 1 --nocapture
 	tools/soak_async_topology.sh
