@@ -20,6 +20,9 @@ pub struct PartitionInfo {
     pub sealed: bool,
     pub partition: u64,
     pub partitions: u64,
+    /// Admitted users who have not bought (a sale with a waiting room; 0 without): each is
+    /// promised a unit of `remaining`, which the key does not lend.
+    pub admitted: u64,
 }
 
 impl PartitionInfo {
@@ -67,7 +70,16 @@ impl PartitionInfo {
                 _ => number("partition")?,
             },
             partitions: number("partitions")?,
+            admitted: match fields.get("admitted") {
+                None => 0,
+                Some(_) => number("admitted")?,
+            },
         })
+    }
+
+    /// Units the key may lend: the ones left that no admitted user was promised.
+    pub(crate) fn lendable(&self) -> u64 {
+        self.remaining.saturating_sub(self.admitted)
     }
 
     /// The partition's own identity, which the module keeps at every instant.

@@ -90,6 +90,11 @@ impl Sale {
         self.room.as_ref().and_then(|room| room.next_step_ms())
     }
 
+    /// Units the room promised: one per admitted user who has not bought, its window open.
+    pub(super) fn promised_units(&self) -> u64 {
+        self.room.as_ref().map_or(0, |room| room.unbought())
+    }
+
     /// Whether `user` may buy: always in a sale without QUEUE.
     pub(super) fn admitted(&self, user: &[u8]) -> bool {
         self.room.as_ref().is_none_or(|room| room.may_buy(user))
@@ -216,6 +221,20 @@ mod tests {
         assert_eq!(sale.admit(5, T0).unwrap(), 1);
         assert!(matches!(
             sale.try_buy(b"b", 1, T0),
+            Ok(TryOutcome::Bought { remaining: 0 })
+        ));
+        // Units promised to an admitted user are not lent away.
+        assert!(sale.absorb(b"t3", 2, b"{s/0}", T0).unwrap());
+        sale.join(b"e", T0).unwrap();
+        assert_eq!(
+            sale.admit(5, T0).unwrap(),
+            1,
+            "e admitted: one of the two units is its"
+        );
+        assert_eq!(sale.lend(b"t4", 2, b"{s/0}", T0).unwrap(), 1);
+        assert_eq!(sale.lend(b"t5", 1, b"{s/0}", T0).unwrap(), 0);
+        assert!(matches!(
+            sale.try_buy(b"e", 1, T0),
             Ok(TryOutcome::Bought { remaining: 0 })
         ));
         // Every partition found empty: sealed, and the room closes as a sold-out sale's.

@@ -37,7 +37,9 @@ impl Sale {
             return Err(SaleError::Ended);
         }
         self.expire_due(now_ms);
-        let lent = units.min(self.remaining);
+        // Units the waiting room promised to admitted users are not this key's to lend: an
+        // admitted user must find its unit (tests/client_room.rs saw one refused without this).
+        let lent = units.min(self.remaining.saturating_sub(self.promised_units()));
         self.remaining -= lent;
         self.ledger.insert(
             id,

@@ -55,6 +55,9 @@ class PartitionInfo:
     sealed: bool
     partition: int
     partitions: int
+    #: Admitted users who have not bought (a sale with a waiting room; 0 without): each is
+    #: promised a unit of ``remaining``, which the key does not lend.
+    admitted: int = 0
 
     @property
     def units(self) -> Tuple[int, ...]:
@@ -69,6 +72,7 @@ class PartitionInfo:
         # Null on a one-key sale.
         if fields.get("partition") is None:
             fields["partition"] = 0
+        fields.setdefault("admitted", 0)
         names = [f for f in cls.__dataclass_fields__]
         try:
             values: Dict[str, Any] = {n: int(fields[n]) for n in names}
@@ -78,6 +82,11 @@ class PartitionInfo:
             ) from error
         values["sealed"] = values["sealed"] == 1
         return cls(**values)
+
+    @property
+    def lendable(self) -> int:
+        """Units the key may lend: the ones left that no admitted user was promised."""
+        return max(self.remaining - self.admitted, 0)
 
     def balanced(self) -> bool:
         """The partition's own identity, which the module keeps at every instant."""

@@ -278,8 +278,8 @@ class PartitionedOps(SaleOps):
                 mine = first[partition]
                 if mine is not None and mine.remaining >= qty:
                     return True
-                donors = [(info.remaining, i) for i, info in enumerate(first)
-                          if i != partition and info is not None and info.remaining > 0]
+                donors = [(info.lendable, i) for i, info in enumerate(first)
+                          if i != partition and info is not None and info.lendable > 0]
                 if donors:
                     available, donor = max(donors)
                     want = max(qty, self._batches[partition])
@@ -294,6 +294,10 @@ class PartitionedOps(SaleOps):
                 if any(info is not None and info.pending_out > 0 for info in first):
                     yield from self._recover_op([key for key, info in zip(self.keys, first) if info is not None])
                     continue
+                if any(i != partition and info is not None and info.remaining > 0 for i, info in enumerate(first)):
+                    # Units are left only where waiting rooms promised them to admitted users:
+                    # nothing to lend now, and not sold out (a lapsed window frees its unit).
+                    return False
                 if any(info is None for info in first):
                     # A partition could not be read (its node is down): it cannot lend either.
                     # Refused as sold out, which sells nothing, and sealed like a sale found

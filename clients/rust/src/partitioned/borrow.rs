@@ -79,15 +79,15 @@ impl PartitionedSale {
                 .iter()
                 .enumerate()
                 .filter_map(|(i, info)| Some((i, info.as_ref()?)))
-                .filter(|&(i, info)| i != partition && info.remaining > 0)
-                .max_by_key(|&(_, info)| info.remaining);
+                .filter(|&(i, info)| i != partition && info.lendable() > 0)
+                .max_by_key(|&(_, info)| info.lendable());
             if let Some((donor, info)) = donor {
                 let want = qty.max(self.batches[partition].load(Ordering::Relaxed));
                 // At most half of what the donor has, so two drained partitions do not pass
                 // the same units back and forth; but enough for this purchase if it can.
                 let units = want
-                    .min(info.remaining.div_ceil(2))
-                    .max(qty.min(info.remaining));
+                    .min(info.lendable().div_ceil(2))
+                    .max(qty.min(info.lendable()));
                 if self.transfer(link, donor, partition, units).await? > 0 {
                     let cap = (self.spec.stock / u64::from(self.spec.partitions)).max(1);
                     let _ = self.batches[partition].fetch_update(
@@ -109,6 +109,15 @@ impl PartitionedSale {
                 continue;
             }
             let unreachable = read.len() < self.keys.len();
+            let promised_elsewhere = first
+                .iter()
+                .enumerate()
+                .any(|(i, info)| i != partition && info.as_ref().is_some_and(|i| i.remaining > 0));
+            if promised_elsewhere {
+                // Units are left only where waiting rooms promised them to admitted users:
+                // nothing to lend now, and not sold out (a lapsed window frees its unit).
+                return Ok(false);
+            }
             if !unreachable {
                 // Nothing anywhere, as far as these sequential reads show. Each partition
                 // changes only by commands, so if a second pass reads every one the same, they
