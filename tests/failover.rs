@@ -378,3 +378,55 @@ fn waitaof_says_a_purchase_reached_the_disk() {
         1
     );
 }
+
+/// A client whose purchase's answer was lost sends it again with its attempt id, on a new
+/// connection, and waits for a replica there. The repeat changes nothing, but WAIT counts the
+/// writes of its own connection: the module propagates a marker for the repeat, so that the
+/// WAIT covers the purchase it repeats. (Without it the new connection has written nothing,
+/// and WAIT answers at once that the frozen replica has it.)
+#[test]
+fn a_purchase_sent_again_on_a_new_connection_is_covered_by_the_wait_after_it() {
+    let master = Server::start();
+    let replica = Server::start();
+    replicate(&replica, &master);
+    let mut first = master.con();
+    seckill_harness::ok(&mut first, &["SECKILL.INIT", "s", "10"]);
+    // Frozen, its link kept: the master still counts it, at the offset it acknowledged last.
+    replica.signal(libc::SIGSTOP);
+    let try_again = |timeout_ms: u64| {
+        redis::pipe()
+            .cmd("SECKILL.TRY")
+            .arg("s")
+            .arg("alice")
+            .arg(1)
+            .arg("ID")
+            .arg("attempt-1")
+            .cmd("WAIT")
+            .arg(1)
+            .arg(timeout_ms)
+            .clone()
+    };
+    let (_, acked): (i64, i64) = try_again(200).query(&mut first).unwrap();
+    assert_eq!(acked, 0, "the replica is frozen: not acknowledged");
+    // The answer was "lost": the client sends it again on a connection of its own.
+    let mut second = master.con();
+    let (remaining, acked): (i64, i64) = try_again(200).query(&mut second).unwrap();
+    assert_eq!(remaining, 9, "the repeat answers the purchase");
+    assert_eq!(
+        acked, 0,
+        "the repeat's WAIT covers the purchase, which no replica has"
+    );
+    replica.signal(libc::SIGCONT);
+    let mut third = master.con();
+    let (remaining, acked): (i64, i64) = try_again(30_000).query(&mut third).unwrap();
+    assert_eq!(
+        (remaining, acked),
+        (9, 1),
+        "once the replica has it, the repeat says so"
+    );
+    assert_eq!(
+        field(&mut third, &["SECKILL.INFO", "s"], "sold"),
+        1,
+        "bought once"
+    );
+}

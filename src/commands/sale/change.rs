@@ -366,6 +366,14 @@ pub(super) fn mutate(
         // SAFETY: the key is the command's (or the timer's) own string, valid for the call.
         unsafe { signal_modified(ctx, key_name.inner) };
     }
+    // A repeat answered from its attempt record changed nothing, so it propagates nothing of
+    // its own, and a WAIT on its connection would count no write: a client that resends a
+    // purchase on a new connection and waits for a replica would be told at once that every
+    // replica has it. A PING in the stream (as masters send anyway) moves this connection's
+    // replication offset past the write it repeats, and changes nothing anywhere.
+    if value.sale.take_repeat() && from_client {
+        replicate_strings(ctx, c"PING", &[]);
+    }
     arm_for_holds(ctx, key_name, value);
     Ok(reply)
 }

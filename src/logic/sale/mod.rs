@@ -187,6 +187,10 @@ pub struct Sale {
     /// Whether anything changed since the last `clear_events`, with or without an event (a
     /// settled transfer, forgotten transfer ids): what the command layer replicates.
     changed: bool,
+    /// Whether the last call was answered from its attempt record (a repeat of a TRY or a
+    /// CANCEL that changed something the first time): runtime only, read once by
+    /// [`Sale::take_repeat`].
+    answered_repeat: bool,
 }
 
 impl Sale {
@@ -247,6 +251,7 @@ impl Sale {
             room,
             events: Vec::new(),
             changed: false,
+            answered_repeat: false,
             totals: SaleTotals {
                 seed,
                 ..SaleTotals::default()
@@ -423,6 +428,15 @@ impl Sale {
     /// Whether the sale changed since the last [`Sale::clear_events`].
     pub fn changed(&self) -> bool {
         self.changed
+    }
+
+    /// Whether the last call repeated an attempt that changed the sale (a purchase, units
+    /// returned), answered from its record with nothing changed now; cleared by the reading.
+    /// The command layer propagates a marker for it, so that a `WAIT` on the connection of the
+    /// repeat covers the write it repeats (a client resends a purchase on a new connection,
+    /// whose own last write would otherwise be none).
+    pub fn take_repeat(&mut self) -> bool {
+        std::mem::take(&mut self.answered_repeat)
     }
 
     pub fn clear_events(&mut self) {

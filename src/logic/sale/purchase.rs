@@ -94,6 +94,7 @@ impl Sale {
         {
             match last.repeat(AttemptKind::Try, digest, qty) {
                 Repeat::Of(bought) if record.units() >= bought => {
+                    self.answered_repeat = true;
                     return Ok(TryOutcome::Bought {
                         remaining: self.remaining,
                     });
@@ -223,7 +224,10 @@ impl Sale {
             && let Some(last) = self.attempts.get(record_id)
         {
             match last.repeat(AttemptKind::Cancel, digest, asked) {
-                Repeat::Of(returned) => return Ok(returned),
+                Repeat::Of(returned) => {
+                    self.answered_repeat = returned > 0;
+                    return Ok(returned);
+                }
                 Repeat::Conflict(why) => return Err(SaleError::AttemptConflict(why)),
                 Repeat::New => {}
             }
@@ -606,6 +610,11 @@ mod tests {
             Ok(TryOutcome::Bought { remaining: 1 })
         );
         assert!(!sale.changed() && sale.events().is_empty());
+        assert!(
+            sale.take_repeat(),
+            "a repeat, for the command layer's marker"
+        );
+        assert!(!sale.take_repeat(), "read once");
         // Sold out since: the repeat still answers the purchase, with the units left now.
         sale.try_buy(b"erin", 1, T0).unwrap();
         assert_eq!(
@@ -613,11 +622,13 @@ mod tests {
             Ok(TryOutcome::Bought { remaining: 0 })
         );
         // Without the id, or with another, it is a new purchase: over LIMIT here.
+        sale.take_repeat();
         assert_eq!(sale.try_buy(b"dave", 1, T0), Ok(TryOutcome::SoldOut));
         assert_eq!(
             sale.try_buy_attempt(b"dave", 1, Some(b"a2"), T0),
             Ok(TryOutcome::SoldOut)
         );
+        assert!(!sale.take_repeat(), "a refusal is no repeat");
         assert_eq!(sale.bought(b"dave", T0), 1);
         assert_invariants(&sale);
     }
@@ -693,6 +704,10 @@ mod tests {
         sale.clear_events();
         assert_eq!(sale.cancel_attempt(b"u", Some(2), Some(b"c1"), T0), Ok(2));
         assert!(!sale.changed());
+        assert!(
+            sale.take_repeat(),
+            "units returned the first time: a repeat to mark"
+        );
         assert_eq!(sale.bought(b"u", T0), 1);
         // All, with another id: what is left; its repeat again that.
         assert_eq!(sale.cancel_attempt(b"u", None, Some(b"c2"), T0), Ok(1));
@@ -701,7 +716,12 @@ mod tests {
         assert_eq!(sale.cancel_attempt(b"u", None, Some(b"c3"), T0), Ok(0));
         assert!(sale.changed(), "the attempt is state, replicated");
         sale.try_buy(b"u", 1, T0).unwrap();
+        sale.take_repeat();
         assert_eq!(sale.cancel_attempt(b"u", None, Some(b"c3"), T0), Ok(0));
+        assert!(
+            !sale.take_repeat(),
+            "nothing was returned: no write to cover"
+        );
         assert_eq!(sale.bought(b"u", T0), 1);
         // A buyer the sale never saw: nothing to return, nothing kept.
         assert_eq!(sale.cancel_attempt(b"nobody", None, Some(b"c4"), T0), Ok(0));

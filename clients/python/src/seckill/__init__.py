@@ -10,7 +10,7 @@ with escrow transfers, so the sale sells out completely.
 """
 
 #: The package's version: the module's and the Rust crate's too (one version for all three).
-__version__ = "0.10.1"
+__version__ = "0.11.0"
 
 from .errors import (
     ArgumentTypeError,
@@ -24,6 +24,7 @@ from .errors import (
     NoHoldsError,
     NoQueueError,
     NoSaleError,
+    NotReplicatedError,
     OutcomeUnknownError,
     SaleExistsError,
     SeckillError,
@@ -69,6 +70,7 @@ __all__ = [
     "MAX_PARTITIONS",
     "NOT_STARTED",
     "NoSaleError",
+    "NotReplicatedError",
     "NotSentError",
     "OVER_LIMIT",
     "PartitionInfo",

@@ -35,3 +35,18 @@ def user_id(value: Any) -> bytes:
     if not 1 <= len(raw) <= MAX_USER_BYTES:
         raise InvalidArgumentError(f"a user id must be 1 to {MAX_USER_BYTES} bytes, got {len(raw)}")
     return raw
+
+
+#: The longest attempt id, in bytes: the module's limit.
+MAX_ATTEMPT_ID_BYTES = 64
+
+
+def check_attempt_id(value: Any) -> Optional[str]:
+    """An attempt id given to send a call again (None: a new call)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ArgumentTypeError(f"an attempt id must be a str, not {type(value).__name__}")
+    if not 1 <= len(value.encode()) <= MAX_ATTEMPT_ID_BYTES:
+        raise InvalidArgumentError(f"an attempt id must be 1 to {MAX_ATTEMPT_ID_BYTES} bytes, got {len(value.encode())}")
+    return value

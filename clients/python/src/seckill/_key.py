@@ -6,9 +6,10 @@ from __future__ import annotations
 import os
 from typing import Any, List, Optional, Tuple
 
+from ._durability import Keep, confirmed, returned_units
 from ._effects import Call, Operation
 from ._node import NodeCall
-from .errors import InvalidArgumentError, ModuleMissingError, ModuleTooOldError
+from .errors import InvalidArgumentError, ModuleMissingError, ModuleTooOldError, NotReplicatedError
 from .info import Buyer, PartitionInfo, SaleEvent, User, as_bytes, as_text, buyer_rows, events_of, fields_of
 from .protocol import MIN_MODULE_VERSION
 from .retry import Retrier, RetryPolicy, retried_effect
@@ -19,10 +20,28 @@ def new_attempt_id() -> str:
     return os.urandom(16).hex()
 
 
-def try_buy(retrier: Retrier, key: str, user: User, qty: int, attempt_id: str) -> Operation[int]:
-    """``SECKILL.TRY key user qty ID attempt`` under ``retrier``: the command's code."""
-    call = NodeCall(key, (("SECKILL.TRY", key, user, qty, "ID", attempt_id),))
-    (code,) = yield from retried_effect(retrier, call)
+def kept_write(
+    command: Tuple[Any, ...], keep: Optional[Keep], retrier: Optional[Retrier] = None, attempt_id: Optional[str] = None
+) -> Operation[Any]:
+    """``command``, a write, on the package's connection to its key's master (``command[1]``),
+    and with ``keep`` the wait for what keeps it (see ``_durability``): its reply, or
+    ``NotReplicatedError`` with it. Under ``retrier`` a lost answer is sent again (a command
+    with an attempt id, which a repeat does not make twice)."""
+    call = NodeCall(str(command[1]), (command,), keep=keep)
+    replies = yield from (retried_effect(retrier, call) if retrier is not None else _once(call))
+    if keep is not None and replies[-1] is False:
+        raise NotReplicatedError(attempt_id, replies[0], keep.timeout_ms)
+    return replies[0]
+
+
+def _once(call: NodeCall) -> Operation[Any]:
+    return (yield call)
+
+
+def try_buy(retrier: Retrier, key: str, user: User, qty: int, attempt_id: str, keep: Optional[Keep]) -> Operation[int]:
+    """``SECKILL.TRY key user qty ID attempt`` under ``retrier``, kept as ``keep`` says: the
+    command's code."""
+    code = yield from kept_write(("SECKILL.TRY", key, user, qty, "ID", attempt_id), keep, retrier, attempt_id)
     return int(code)
 
 
@@ -38,11 +57,13 @@ def try_and_wait(
     return int(code), (0 if retrier.retries else int(acked))
 
 
-def cancel(policy: RetryPolicy, key: str, user: User, qty: Optional[int]) -> Operation[int]:
-    """``SECKILL.CANCEL key user [qty] ID attempt``, retried under ``policy``."""
+def cancel(policy: RetryPolicy, key: str, user: User, qty: Optional[int], keep: Optional[Keep]) -> Operation[int]:
+    """``SECKILL.CANCEL key user [qty] ID attempt``, retried under ``policy``, kept as ``keep``
+    says when units went back."""
     attempt_id = new_attempt_id()
     args: Tuple[Any, ...] = ("SECKILL.CANCEL", key, user) + ((qty,) if qty is not None else ()) + ("ID", attempt_id)
-    (returned,) = yield from retried_effect(Retrier(policy, attempt_id), NodeCall(key, (args,)))
+    keep = None if keep is None else keep.for_change(returned_units)
+    returned = yield from kept_write(args, keep, Retrier(policy, attempt_id), attempt_id)
     return int(returned)
 
 
@@ -64,12 +85,15 @@ def admit(key: str, n: int) -> Operation[int]:
     return int((yield Call(("SECKILL.ADMIT", key, n))))
 
 
-def confirm(key: str, user: User) -> Operation[bool]:
-    return int((yield Call(("SECKILL.CONFIRM", key, user)))) == 1
+def confirm(key: str, user: User, keep: Optional[Keep]) -> Operation[bool]:
+    """``SECKILL.CONFIRM``, kept as ``keep`` says when a hold became final. Sent once: a
+    confirm sent again after a lost answer would answer 0 for the hold the first made final."""
+    keep = None if keep is None else keep.for_change(confirmed)
+    return int((yield from kept_write(("SECKILL.CONFIRM", key, user), keep))) == 1
 
 
-def restock(key: str, units: int) -> Operation[None]:
-    yield Call(("SECKILL.RESTOCK", key, units))
+def restock(key: str, units: int, keep: Optional[Keep]) -> Operation[None]:
+    yield from kept_write(("SECKILL.RESTOCK", key, units), keep)
 
 
 def info(key: str) -> Operation[PartitionInfo]:
@@ -142,6 +166,23 @@ def require_module() -> Operation[None]:
     oldest = min(v for v in versions if v is not None)
     if oldest < MIN_MODULE_VERSION:
         raise ModuleTooOldError(oldest)
+
+
+def require_durability(key: str, keep: Optional[Keep]) -> Operation[None]:
+    """For ``durability="aof"``: InvalidArgumentError unless ``key``'s master has WAITAOF
+    (Redis 7.2+, Valkey 8+) and an AOF to wait for; nothing written."""
+    if keep is None or not keep.aof:
+        return
+    try:
+        yield NodeCall(key, (("WAITAOF", 1, 0, 1),))
+    except Exception as error:  # noqa: BLE001 - a refusal is the answer
+        if "unknown command" in str(error).lower():
+            raise InvalidArgumentError(
+                "durability='aof' needs WAITAOF (Redis 7.2+, Valkey 8+): this server has none"
+            ) from error
+        if "appendonly" in str(error).lower():
+            raise InvalidArgumentError(f"durability='aof' needs appendonly yes on the master: {error}") from error
+        raise
 
 
 def events_stream_of(key: str) -> Optional[str]:

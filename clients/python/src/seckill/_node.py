@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Optional, Tuple, cast
 
 import redis
 
+from ._durability import Keep, Replicas
 from ._health import NodeHealth, NotSentError
 from .errors import translate
 
@@ -36,12 +37,16 @@ class NodeCall:
     """``commands`` pipelined on one of the package's connections to the master of ``key``;
     the result: their replies, in order (an error reply raised as the package's type). Each
     answer is awaited ``timeout_s`` at most (None: the client's socket timeout). ``may_wait``:
-    the call may wait in the server (a lock's grant in its queue)."""
+    the call may wait in the server (a lock's grant in its queue). ``keep``: the last
+    command is a write to keep (see ``_durability``); one more result follows the replies:
+    None when there was nothing to wait for (the write changed nothing, or its master has no
+    replica to wait for), else whether the write is kept."""
 
     key: str
     commands: Tuple[Tuple[Any, ...], ...]
     timeout_s: Optional[float] = None
     may_wait: bool = False
+    keep: Optional[Keep] = None
 
 
 #: Commands that only read: sent again at once when the cluster client failed on its own.
@@ -114,6 +119,8 @@ class NodeConnections:
         self._mutex = threading.Lock()
         self._topology = threading.Lock()
         self.health = NodeHealth()
+        self.replicas = Replicas()
+        self._unkept = Every(UNKEPT_REFRESH_S)
 
     def _pool(self, key: str, address: Optional[Tuple[str, int]]) -> Tuple[str, Any]:
         if isinstance(self.client, redis.RedisCluster):
@@ -180,8 +187,11 @@ class NodeConnections:
             connection = idle.pop() if idle else own_connection(pool.connection_class, pool.connection_kwargs)
         try:
             replies = _exchange(connection, effect.commands, effect.timeout_s)
+            if effect.keep is not None:
+                replies.append(self._keep(name, effect, connection, replies[-1]))
         except BaseException as error:
             connection.disconnect()
+            self.replicas.forget(name)
             if isinstance(error, NODE_FAILURES) or not isinstance(error, Exception):
                 self.health.failed(name)
             else:
@@ -195,6 +205,70 @@ class NodeConnections:
         with self._mutex:
             self._idle[name].append(connection)
         return replies
+
+
+    def listed(self, key: str) -> Optional[bool]:
+        """Whether the cluster's map lists a replica for ``key``'s slot (None: one server)."""
+        if not isinstance(self.client, redis.RedisCluster):
+            return None
+        return lists_replica(self.client, key)
+
+    def _keep(self, name: str, effect: NodeCall, connection: Any, reply: Any) -> Optional[bool]:
+        """After the write of ``effect`` answered ``reply`` on ``connection``: the extra
+        result of an acknowledged call (see ``NodeCall``)."""
+        keep = effect.keep
+        assert keep is not None
+        if not keep.changed(reply):
+            return None
+        listed = self.listed(effect.key)
+        if self.replicas.needs_look(name, listed):
+            (info,) = _exchange(connection, (("INFO", "replication"),), effect.timeout_s)
+            self.replicas.learn(name, info)
+        replica = self.replicas.known(name, listed)
+        command = keep.command(replica)
+        if command is None:
+            return None
+        (answer,) = _exchange(connection, (command,), ack_read_timeout(keep, effect.timeout_s))
+        kept = keep.kept(answer, replica)
+        if not kept and self._unkept.due():
+            self.refresh_topology()  # the replica may be gone for good: the map says so
+        return kept
+
+
+#: A write no replica acknowledged has the cluster's map read again, at most this often.
+UNKEPT_REFRESH_S = 1.0
+
+
+class Every:
+    """A gate that opens once per ``period_s`` at most."""
+
+    def __init__(self, period_s: float) -> None:
+        self.period_s = period_s
+        self._last = float("-inf")
+
+    def due(self) -> bool:
+        now = time.monotonic()
+        if now - self._last < self.period_s:
+            return False
+        self._last = now
+        return True
+
+
+def lists_replica(cluster: Any, key: str) -> bool:
+    """Whether a redis-py cluster client's map lists a replica for ``key``'s slot."""
+    try:
+        return len(cluster.nodes_manager.slots_cache.get(cluster.keyslot(key)) or ()) > 1
+    except (AttributeError, KeyError, redis.exceptions.RedisError):
+        return True  # the map is being relearned: wait, the safe side
+
+
+#: How much longer than its own timeout a WAIT's answer is awaited (the round trip, a busy
+#: server) before the call counts as lost.
+ACK_GRACE_S = 1.0
+
+
+def ack_read_timeout(keep: Keep, timeout_s: Optional[float]) -> float:
+    return keep.timeout_ms / 1000 + (timeout_s if timeout_s is not None else ACK_GRACE_S)
 
 
 def _exchange(connection: Any, commands: Tuple[Tuple[Any, ...], ...], timeout: Optional[float]) -> List[Any]:

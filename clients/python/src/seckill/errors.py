@@ -87,6 +87,26 @@ class OutcomeUnknownError(SeckillError):
         self.last_error = last_error
 
 
+class NotReplicatedError(OutcomeUnknownError):
+    """The master applied the write (``reply`` is its answer: a purchase's units left, a
+    cancel's units returned, ...) but no replica acknowledged it within the acknowledgement
+    timeout (``ack_timeout_ms``), so a failover now could take it back. Tell the buyer
+    "confirming", not "bought". Sending it again with ``attempt_id`` answers the same reply and
+    waits again; ``bought`` tells what the buyer owns. ``attempt_id`` is None for a write
+    without one (a confirm, a restock, a sale made)."""
+
+    def __init__(self, attempt_id: "str | None", reply: object, timeout_ms: int):
+        waited = TimeoutError(f"no replica acknowledged the write within {timeout_ms} ms")
+        SeckillError.__init__(
+            self,
+            f"applied by the master (reply {reply!r}) but not acknowledged by a replica within "
+            f"{timeout_ms} ms" + (f"; send attempt {attempt_id} again, or ask bought" if attempt_id else ""),
+        )
+        self.attempt_id = attempt_id  # type: ignore[assignment]
+        self.reply = reply
+        self.last_error = waited
+
+
 class UnavailableError(SeckillError):
     """A purchase or a cancel none of whose sends reached a server before the retry deadline
     (no connection could be made, or its node was known down all along): it did not happen.

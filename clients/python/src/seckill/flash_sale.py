@@ -10,7 +10,8 @@ from typing import Any, Iterator, List, Optional, Tuple
 
 import redis
 
-from ._args import integer, optional_integer, user_id
+from ._args import check_attempt_id, integer, optional_integer, user_id
+from ._durability import ack_timeout_of, durability_of, keep_for
 from ._effects import Operation, check_client, run
 from ._health import NodeHealth
 from ._node import nodes_of
@@ -42,11 +43,19 @@ class SaleOps:
         integer("replicas", replicas, 0)
         integer("timeout_ms", timeout_ms, 0)
 
-    def __init__(self, client: Any, retry: RetryPolicy, local_cache: bool = False) -> None:
+    def __init__(self, client: Any, retry: RetryPolicy, local_cache: bool = False, *,
+                 durability: str = "replica", ack_timeout_ms: Optional[int] = None) -> None:
         self.client = client
         #: How try_buy and cancel retry a call whose answer was lost (each carries a fresh
         #: attempt id, so a retry never buys or cancels twice).
         self.retry = retry
+        #: What a write the buyer is told of survives (see ``_durability``): "replica" (the
+        #: default), "master" or "aof".
+        self.durability = durability_of(durability)
+        #: How long a write waits for its acknowledgement (default: the retry deadline / 10,
+        #: between 100 ms and 1 s) before it is ``NotReplicatedError``.
+        self.ack_timeout_ms = ack_timeout_of(ack_timeout_ms, retry.deadline_s)
+        self._keep = keep_for(self.durability, self.ack_timeout_ms)
         self._stats = ClientStats()
         self._stats_lock = threading.Lock()
         #: The client's sold-out cache, with ``local_cache=True`` (see ``_tracking``).
@@ -92,7 +101,8 @@ class SaleOps:
         with self._stats_lock:
             setattr(self._stats, name, getattr(self._stats, name) + by)
 
-    def _buy_op(self, user: User, qty: int, wait: Optional[Tuple[int, int]]) -> Operation[Tuple[int, int]]:
+    def _buy_op(self, user: User, qty: int, wait: Optional[Tuple[int, int]],
+                attempt_id: Optional[str] = None) -> Operation[Tuple[int, int]]:
         raise NotImplementedError
 
     def _cancel_op(self, user: User, qty: Optional[int]) -> Operation[int]:
@@ -144,9 +154,10 @@ class FlashSale(SaleOps):
 
     _new_lock = staticmethod(threading.Lock)
 
-    def __init__(self, client: Any, retry: RetryPolicy, local_cache: bool = False) -> None:
+    def __init__(self, client: Any, retry: RetryPolicy, local_cache: bool = False, *,
+                 durability: str = "replica", ack_timeout_ms: Optional[int] = None) -> None:
         check_client(client, asyncio=False)
-        super().__init__(client, retry, local_cache)
+        super().__init__(client, retry, local_cache, durability=durability, ack_timeout_ms=ack_timeout_ms)
         self._turns = BuyerTurns()
 
     def _run(self, operation: Operation[Any]) -> Any:
@@ -169,7 +180,7 @@ class FlashSale(SaleOps):
                 return
             nodes_of(self.client).refresh_topology()
 
-    def try_buy(self, user: User, qty: int = 1) -> int:
+    def try_buy(self, user: User, qty: int = 1, *, attempt_id: Optional[str] = None) -> int:
         """Buys ``qty`` units for ``user``; replies as SECKILL.TRY: the units left (>= 0), or
         SOLD_OUT, OVER_LIMIT, NOT_STARTED, ENDED. A partitioned sale borrows units from its
         other partitions when the buyer's runs dry, so it sells out completely.
@@ -179,13 +190,20 @@ class FlashSale(SaleOps):
         ``self.retry``; it is never bought twice. Past the deadline: OutcomeUnknownError. A
         buyer's calls take turns in this process (the module knows a buyer's last attempt).
 
+        With the handle's ``durability`` ("replica" by default) the answer comes once a replica
+        acknowledged the purchase; NotReplicatedError (an OutcomeUnknownError) if none did
+        within ``ack_timeout_ms``. ``attempt_id``: send a purchase again under the id of an
+        earlier one whose outcome is unknown (its ``attempt_id``): it answers the same and is
+        never made twice.
+
         With ``local_cache=True``, a sale this process saw sold out is refused here, with
         nothing sent, until Redis tells of a change (docs/clients.md, "The sold-out cache")."""
         self._check(user, qty=qty)
+        check_attempt_id(attempt_id)
         if self._refused_locally():
             return SOLD_OUT
         with self._turns.take(user):
-            code, _ = self._run(self._buy_op(user, qty, None))
+            code, _ = self._run(self._buy_op(user, qty, None, attempt_id))
         self._mark_if_sold_out(code)
         return int(code)
 

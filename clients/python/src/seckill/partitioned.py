@@ -11,12 +11,15 @@ import os
 import time
 from typing import Any, List, Optional, Tuple
 
+import redis
+
 from . import _key, _waiting
 from ._effects import Acquire, Call, Operation, Release, Sleep, run
+from ._durability import Keep, keep_of, returned_units
 from ._node import NodeCall
 from ._waiting import TurnWatch
-from .errors import (BadManifestError, ContendedError, InvalidArgumentError, NoQueueError, NoSaleError, SaleExistsError,
-                     WrongTypeError)
+from .errors import (BadManifestError, ContendedError, InvalidArgumentError, NoQueueError, NoSaleError,
+                     NotReplicatedError, SaleExistsError, WrongTypeError)
 from .flash_sale import FlashSale, SaleOps
 from .info import Buyer, PartitionInfo, SaleEvent, SaleInfo, User, as_bytes, as_text, fields_of
 from .protocol import DRAINED, MAX_PARTITIONS, SOLD_OUT
@@ -76,9 +79,10 @@ class PartitionedOps(SaleOps):
     _new_lock: Any
 
     def __init__(self, client: Any, name: str, spec: SaleSpec, seal_ms: int = DEFAULT_SEAL_MS,
-                 retry: RetryPolicy = RetryPolicy(), *, local_cache: bool = False) -> None:
+                 retry: RetryPolicy = RetryPolicy(), *, local_cache: bool = False, durability: str = "replica",
+                 ack_timeout_ms: Optional[int] = None) -> None:
         _check_name(name)
-        super().__init__(client, retry, local_cache)
+        super().__init__(client, retry, local_cache, durability=durability, ack_timeout_ms=ack_timeout_ms)
         self.name = name
         spec = spec.partitioned()
         self.spec = spec
@@ -113,15 +117,17 @@ class PartitionedOps(SaleOps):
     # -- creating, opening, deleting ------------------------------------------------------
 
     @staticmethod
-    def _create_op(name: str, spec: SaleSpec, replace: bool = False) -> Operation[None]:
-        """The claim, the partitions, then the manifest with its ``ready`` mark in one HSET;
-        a failure gives the name back. ``replace``: the sale of that name is deleted first."""
+    def _create_op(name: str, spec: SaleSpec, replace: bool = False, keep: Optional[Keep] = None) -> Operation[None]:
+        """The claim, the partitions (each kept as ``keep`` says), then the manifest with its
+        ``ready`` mark in one HSET; a failure gives the name back. ``replace``: the sale of that
+        name is deleted first."""
         _check_name(name)
         if not isinstance(replace, bool):
             raise TypeError(f"replace must be a bool, not {type(replace).__name__}")
         spec.check()
         spec = spec.partitioned()
         yield from _key.require_module()
+        yield from _key.require_durability(_partition_key(name, 0), keep)
         if replace:
             yield from PartitionedOps._delete_op(name)
         # The claim: whoever sets the manifest's first field owns the name, for a while.
@@ -138,7 +144,7 @@ class PartitionedOps(SaleOps):
                         args += ["MAXLEN", spec.events_maxlen]
                 # REPLACE: the claim is ours, so a partition already there is a leftover.
                 args += ["PARTITION", index, "PARTITIONS", spec.partitions, "MANIFEST", name, "REPLACE"]
-                yield Call(tuple(args))
+                yield from _key.kept_write(tuple(args), keep)
             yield Call((
                 "HSET", name,
                 "version", _MANIFEST_VERSION,
@@ -219,19 +225,20 @@ class PartitionedOps(SaleOps):
 
     # -- buying ---------------------------------------------------------------------------
 
-    def _buy_op(self, user: User, qty: int, wait: Optional[Tuple[int, int]]) -> Operation[Tuple[int, int]]:
+    def _buy_op(self, user: User, qty: int, wait: Optional[Tuple[int, int]],
+                attempt_id: Optional[str] = None) -> Operation[Tuple[int, int]]:
         """The purchase loop: TRY (pipelined with WAIT when ``wait`` says so) under one attempt
         id while its answer is lost; a drained partition borrows and tries again. Replies the
         last ``(code, acked)``, SOLD_OUT when no partition had the units."""
         partition = self.partition_of(user)
         key = self.keys[partition]
         self._count("tries")
-        attempt_id = _key.new_attempt_id()
+        attempt_id = attempt_id or _key.new_attempt_id()
         retrier = Retrier(self.retry, attempt_id)
         borrows = 0
         while True:
             if wait is None:
-                code, acked = (yield from _key.try_buy(retrier, key, user, qty, attempt_id)), 0
+                code, acked = (yield from _key.try_buy(retrier, key, user, qty, attempt_id, self._keep)), 0
             else:
                 code, acked = yield from _key.try_and_wait(retrier, key, user, qty, attempt_id, wait)
             if code != DRAINED:
@@ -327,7 +334,16 @@ class PartitionedOps(SaleOps):
             transfer_id = f"{self._mover}-{self._next_transfer}"
             self._next_transfer += 1
         source_key, target_key = self.keys[source], self.keys[target]
-        lent = int((yield Call(("SECKILL.LEND", source_key, transfer_id, units, "TO", target_key))))
+        # The units lent must not come back to the source while the target has them: a LEND a
+        # failover of the source's master could take back is not absorbed (its transfer stays
+        # pending; the next borrow or recover finishes it).
+        keep = None if self._keep is None else self._keep.for_change(returned_units)
+        lend = ("SECKILL.LEND", source_key, transfer_id, units, "TO", target_key)
+        try:
+            lent = int((yield from _key.kept_write(lend, keep)))
+        except NotReplicatedError as error:
+            # For the purchase that borrows: a step that failed, retried within its deadline.
+            raise redis.exceptions.TimeoutError(f"loan {transfer_id}: {error}") from error
         yield from self._finish_op(source_key, transfer_id, lent, target_key)
         if lent > 0:
             self._count("transfers")
@@ -380,7 +396,7 @@ class PartitionedOps(SaleOps):
     # -- orders, reading, events ----------------------------------------------------------
 
     def _cancel_op(self, user: User, qty: Optional[int]) -> Operation[int]:
-        return (yield from _key.cancel(self.retry, self._key_of(user), user, qty))
+        return (yield from _key.cancel(self.retry, self._key_of(user), user, qty, self._keep))
 
     def _bought_op(self, user: User) -> Operation[int]:
         return (yield from _key.bought(self._key_of(user), user))
@@ -425,14 +441,14 @@ class PartitionedOps(SaleOps):
                 yield from _waiting.ask(self.keys[partition], watch)
 
     def _confirm_op(self, user: User) -> Operation[bool]:
-        return (yield from _key.confirm(self._key_of(user), user))
+        return (yield from _key.confirm(self._key_of(user), user, self._keep))
 
     def _restock_op(self, units: int) -> Operation[None]:
         check_units(units)
         for index, key in enumerate(self.keys):
             share = self.spec.share(units, index)
             if share:
-                yield from _key.restock(key, share)
+                yield from _key.restock(key, share, self._keep)
 
     def _info_op(self) -> Operation[SaleInfo]:
         return SaleInfo.total((yield from self._partition_infos_op()))
@@ -466,7 +482,8 @@ class PartitionedSale(PartitionedOps, FlashSale):
     @classmethod
     def create(cls, client: Any, name: str, spec: SaleSpec, *, seal_ms: int = DEFAULT_SEAL_MS,
                retry: RetryPolicy = RetryPolicy(), local_cache: bool = False,
-               replace: bool = False) -> "PartitionedSale":
+               replace: bool = False, durability: str = "replica",
+               ack_timeout_ms: Optional[int] = None) -> "PartitionedSale":
         """Creates the sale ``name``: its partitions ``{name/0}`` .. ``{name/P-1}`` (each
         with its share of the stock, and its stream ``{name/i}:events`` with ``events``),
         then the manifest hash ``name``. Every setting is checked (TypeError,
@@ -475,16 +492,23 @@ class PartitionedSale(PartitionedOps, FlashSale):
         manifest exists. The name is claimed with an expiry that the finished manifest drops:
         a create that fails half way gives the name back at once, one whose process died
         within CREATE_CLAIM_MS. ``local_cache``: see ``Sale``. ``replace``: a sale of that name
-        is deleted first (partitions, streams, manifest), then this one is made."""
-        run(cls._create_op(name, spec, replace), client)
-        return cls(client, name, spec, seal_ms, retry, local_cache=local_cache)
+        is deleted first (partitions, streams, manifest), then this one is made. ``durability``
+        and ``ack_timeout_ms``: see ``Sale``; each partition is made as durably."""
+        keep = keep_of(durability, ack_timeout_ms, retry.deadline_s)
+        run(cls._create_op(name, spec, replace, keep), client)
+        return cls(client, name, spec, seal_ms, retry, local_cache=local_cache, durability=durability,
+                   ack_timeout_ms=ack_timeout_ms)
 
     @classmethod
     def open(cls, client: Any, name: str, *, seal_ms: int = DEFAULT_SEAL_MS,
-             retry: RetryPolicy = RetryPolicy(), local_cache: bool = False) -> "PartitionedSale":
+             retry: RetryPolicy = RetryPolicy(), local_cache: bool = False, durability: str = "replica",
+             ack_timeout_ms: Optional[int] = None) -> "PartitionedSale":
         """Opens the sale ``name`` from its manifest; checks the module's version too.
-        ``local_cache``: see ``Sale``."""
-        return cls(client, name, run(cls._open_op(name), client), seal_ms, retry, local_cache=local_cache)
+        ``local_cache``, ``durability``, ``ack_timeout_ms``: see ``Sale``."""
+        sale = cls(client, name, run(cls._open_op(name), client), seal_ms, retry, local_cache=local_cache,
+                   durability=durability, ack_timeout_ms=ack_timeout_ms)
+        run(_key.require_durability(sale.keys[0], sale._keep), client)
+        return sale
 
     @staticmethod
     def delete(client: Any, name: str) -> None:

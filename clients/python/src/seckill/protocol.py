@@ -16,7 +16,8 @@ DRAINED = -5
 #: joined, or its window lapsed).
 NOT_ADMITTED = -6
 #: The oldest module this package works with, as ``INFO seckill`` gives it (major * 10 000 +
-#: minor * 100 + patch): 0.7.0, the first with attempt ids.
-MIN_MODULE_VERSION = 700
+#: minor * 100 + patch): 0.11.0, the first whose repeated attempt is covered by a WAIT after
+#: it (a purchase sent again on a new connection, then acknowledged: see ``_durability``).
+MIN_MODULE_VERSION = 1100
 #: Most partitions one sale may have (``SECKILL.INIT ... PARTITIONS n``).
 MAX_PARTITIONS = 16_384

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, List, Optional, Tuple
 
 from . import _key, _waiting
+from ._durability import Keep, keep_of
 from ._effects import Call, Operation, run
 from .errors import InvalidArgumentError, NoSaleError
 from .flash_sale import FlashSale, SaleOps
@@ -21,14 +22,15 @@ class OneKeyOps(SaleOps):
     """A one-key sale's state and operations, shared by the sync ``Sale`` and
     ``seckill.asyncio.Sale``."""
 
-    def __init__(self, client: Any, key: str, retry: RetryPolicy = RetryPolicy(), *, local_cache: bool = False) -> None:
+    def __init__(self, client: Any, key: str, retry: RetryPolicy = RetryPolicy(), *, local_cache: bool = False,
+                 durability: str = "replica", ack_timeout_ms: Optional[int] = None) -> None:
         _key.check_key(key)
-        super().__init__(client, retry, local_cache)
+        super().__init__(client, retry, local_cache, durability=durability, ack_timeout_ms=ack_timeout_ms)
         self.key = key
         self._cache_id, self._cache_keys, self._whole_sale = f"key:{key}", [key], False
 
     @staticmethod
-    def _create_op(key: str, spec: SaleSpec, replace: bool = False) -> Operation[None]:
+    def _create_op(key: str, spec: SaleSpec, replace: bool = False, keep: Optional[Keep] = None) -> Operation[None]:
         _key.check_key(key)
         if not isinstance(replace, bool):
             raise TypeError(f"replace must be a bool, not {type(replace).__name__}")
@@ -48,13 +50,14 @@ class OneKeyOps(SaleOps):
             if spec.events_maxlen is not None:
                 args += ["MAXLEN", spec.events_maxlen]
         yield from _key.require_module()
+        yield from _key.require_durability(key, keep)
         if replace:
             # The old sale's events go with it; INIT ... REPLACE resets the key in one step.
             stream = _key.events_stream_of(key)
             if stream is not None:
                 yield Call(("DEL", stream))
             args += ["REPLACE"]
-        yield Call(tuple(args))
+        yield from _key.kept_write(tuple(args), keep)
 
     @staticmethod
     def _open_op(key: str) -> Operation[None]:
@@ -71,19 +74,20 @@ class OneKeyOps(SaleOps):
             yield Call(("DEL", stream))
         yield Call(("DEL", self.key))
 
-    def _buy_op(self, user: User, qty: int, wait: Optional[Tuple[int, int]]) -> Operation[Tuple[int, int]]:
+    def _buy_op(self, user: User, qty: int, wait: Optional[Tuple[int, int]],
+                attempt_id: Optional[str] = None) -> Operation[Tuple[int, int]]:
         self._count("tries")
-        attempt_id = _key.new_attempt_id()
+        attempt_id = attempt_id or _key.new_attempt_id()
         retrier = Retrier(self.retry, attempt_id)
         if wait is None:
-            code, acked = (yield from _key.try_buy(retrier, self.key, user, qty, attempt_id)), 0
+            code, acked = (yield from _key.try_buy(retrier, self.key, user, qty, attempt_id, self._keep)), 0
         else:
             code, acked = yield from _key.try_and_wait(retrier, self.key, user, qty, attempt_id, wait)
         # A Sale on one partition of a partitioned sale: that key alone has no units.
         return (SOLD_OUT if code == DRAINED else code), acked
 
     def _cancel_op(self, user: User, qty: Optional[int]) -> Operation[int]:
-        return (yield from _key.cancel(self.retry, self.key, user, qty))
+        return (yield from _key.cancel(self.retry, self.key, user, qty, self._keep))
 
     def _bought_op(self, user: User) -> Operation[int]:
         return (yield from _key.bought(self.key, user))
@@ -104,11 +108,11 @@ class OneKeyOps(SaleOps):
         yield from _waiting.step(self.key, watch, resync_ms)
 
     def _confirm_op(self, user: User) -> Operation[bool]:
-        return (yield from _key.confirm(self.key, user))
+        return (yield from _key.confirm(self.key, user, self._keep))
 
     def _restock_op(self, units: int) -> Operation[None]:
         check_units(units)
-        yield from _key.restock(self.key, units)
+        yield from _key.restock(self.key, units, self._keep)
 
     def _info_op(self) -> Operation[SaleInfo]:
         return SaleInfo.total([(yield from _key.info(self.key))])
@@ -140,21 +144,29 @@ class Sale(OneKeyOps, FlashSale):
 
     @classmethod
     def create(cls, client: Any, key: str, spec: SaleSpec, *, retry: RetryPolicy = RetryPolicy(),
-               local_cache: bool = False, replace: bool = False) -> "Sale":
+               local_cache: bool = False, replace: bool = False, durability: str = "replica",
+               ack_timeout_ms: Optional[int] = None) -> "Sale":
         """Makes the sale at ``key`` (``SECKILL.INIT``, one command) from ``spec``, whose
         ``partitions`` must be 1; with ``events``, its stream is ``key:events`` in the key's
         hash slot (the key's hash tag, or ``{key}:events``). Every argument and the module are
         checked before anything is written; SaleExistsError if a sale is there already, unless
-        ``replace``: then that sale is reset to ``spec`` (no buyers; its event stream deleted)."""
-        run(cls._create_op(key, spec, replace), client)
-        return cls(client, key, retry, local_cache=local_cache)
+        ``replace``: then that sale is reset to ``spec`` (no buyers; its event stream deleted).
+        The sale is made as durably as the handle's writes (NotReplicatedError if no replica
+        acknowledged it in time)."""
+        keep = keep_of(durability, ack_timeout_ms, retry.deadline_s)
+        run(cls._create_op(key, spec, replace, keep), client)
+        return cls(client, key, retry, local_cache=local_cache, durability=durability, ack_timeout_ms=ack_timeout_ms)
 
     @classmethod
-    def open(cls, client: Any, key: str, *, retry: RetryPolicy = RetryPolicy(), local_cache: bool = False) -> "Sale":
+    def open(cls, client: Any, key: str, *, retry: RetryPolicy = RetryPolicy(), local_cache: bool = False,
+             durability: str = "replica", ack_timeout_ms: Optional[int] = None) -> "Sale":
         """A handle once the server has shown a sale at ``key`` (NoSaleError if not) and a
-        module this package works with (ModuleMissingError, ModuleTooOldError)."""
+        module this package works with (ModuleMissingError, ModuleTooOldError), and, for
+        ``durability="aof"``, WAITAOF (InvalidArgumentError without it)."""
+        sale = cls(client, key, retry, local_cache=local_cache, durability=durability, ack_timeout_ms=ack_timeout_ms)
         run(cls._open_op(key), client)
-        return cls(client, key, retry, local_cache=local_cache)
+        run(_key.require_durability(key, sale._keep), client)
+        return sale
 
     def delete(self) -> None:
         """Deletes the sale key and its event stream."""

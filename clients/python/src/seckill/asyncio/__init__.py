@@ -18,13 +18,15 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Generator, List, Opt
 import redis
 import redis.asyncio
 
+from .. import _key
+from .._durability import keep_of
 from .._effects import Acquire, Call, Effect, Operation, Release, Sleep, check_client
 from .._node import CLUSTER_CLIENT_SLIPS, READ_ONLY, NodeCall, lost_node, slipped
 from .._tracking import MOVED, STALLED_READING_S
 from ._node import nodes_of
 from .._turns import AsyncBuyerTurns
 from .._waiting import DEFAULT_RESYNC_MS, TurnWatch
-from .._args import integer
+from .._args import check_attempt_id, integer
 from ..errors import translate
 from ..flash_sale import SaleOps
 from ..info import Buyer, PartitionInfo, SaleEvent, SaleInfo, User
@@ -102,9 +104,10 @@ class FlashSale(SaleOps):
 
     _new_lock = staticmethod(asyncio.Lock)
 
-    def __init__(self, client: Any, retry: RetryPolicy, local_cache: bool = False) -> None:
+    def __init__(self, client: Any, retry: RetryPolicy, local_cache: bool = False, *,
+                 durability: str = "replica", ack_timeout_ms: Optional[int] = None) -> None:
         check_client(client, asyncio=True)
-        super().__init__(client, retry, local_cache)
+        super().__init__(client, retry, local_cache, durability=durability, ack_timeout_ms=ack_timeout_ms)
         self._turns = AsyncBuyerTurns()
 
     async def _run(self, operation: Operation[Any]) -> Any:
@@ -127,13 +130,14 @@ class FlashSale(SaleOps):
                 return
             await nodes_of(self.client).refresh_topology()
 
-    async def try_buy(self, user: User, qty: int = 1) -> int:
+    async def try_buy(self, user: User, qty: int = 1, *, attempt_id: Optional[str] = None) -> int:
         """See ``seckill.FlashSale.try_buy``."""
         self._check(user, qty=qty)
+        check_attempt_id(attempt_id)
         if self._refused_locally():
             return SOLD_OUT
         async with self._turns.take(user):
-            code, _ = await self._run(self._buy_op(user, qty, None))
+            code, _ = await self._run(self._buy_op(user, qty, None, attempt_id))
         await self._mark_if_sold_out(code)
         return int(code)
 
@@ -229,17 +233,22 @@ class Sale(OneKeyOps, FlashSale):
 
     @classmethod
     async def create(cls, client: Any, key: str, spec: SaleSpec, *, retry: RetryPolicy = RetryPolicy(),
-                     local_cache: bool = False, replace: bool = False) -> "Sale":
+                     local_cache: bool = False, replace: bool = False, durability: str = "replica",
+                     ack_timeout_ms: Optional[int] = None) -> "Sale":
         """See ``seckill.Sale.create``."""
-        await run(cls._create_op(key, spec, replace), client)
-        return cls(client, key, retry, local_cache=local_cache)
+        keep = keep_of(durability, ack_timeout_ms, retry.deadline_s)
+        await run(cls._create_op(key, spec, replace, keep), client)
+        return cls(client, key, retry, local_cache=local_cache, durability=durability, ack_timeout_ms=ack_timeout_ms)
 
     @classmethod
     async def open(cls, client: Any, key: str, *, retry: RetryPolicy = RetryPolicy(),
-                   local_cache: bool = False) -> "Sale":
+                   local_cache: bool = False, durability: str = "replica",
+                   ack_timeout_ms: Optional[int] = None) -> "Sale":
         """See ``seckill.Sale.open``."""
+        sale = cls(client, key, retry, local_cache=local_cache, durability=durability, ack_timeout_ms=ack_timeout_ms)
         await run(cls._open_op(key), client)
-        return cls(client, key, retry, local_cache=local_cache)
+        await run(_key.require_durability(key, sale._keep), client)
+        return sale
 
     async def delete(self) -> None:
         """See ``seckill.Sale.delete``."""
@@ -252,16 +261,24 @@ class PartitionedSale(PartitionedOps, FlashSale):
     @classmethod
     async def create(cls, client: Any, name: str, spec: SaleSpec, *, seal_ms: int = DEFAULT_SEAL_MS,
                      retry: RetryPolicy = RetryPolicy(), local_cache: bool = False,
-                     replace: bool = False) -> "PartitionedSale":
+                     replace: bool = False, durability: str = "replica",
+                     ack_timeout_ms: Optional[int] = None) -> "PartitionedSale":
         """See ``seckill.PartitionedSale.create``."""
-        await run(cls._create_op(name, spec, replace), client)
-        return cls(client, name, spec, seal_ms, retry, local_cache=local_cache)
+        keep = keep_of(durability, ack_timeout_ms, retry.deadline_s)
+        await run(cls._create_op(name, spec, replace, keep), client)
+        return cls(client, name, spec, seal_ms, retry, local_cache=local_cache, durability=durability,
+                   ack_timeout_ms=ack_timeout_ms)
 
     @classmethod
     async def open(cls, client: Any, name: str, *, seal_ms: int = DEFAULT_SEAL_MS,
-                   retry: RetryPolicy = RetryPolicy(), local_cache: bool = False) -> "PartitionedSale":
+                   retry: RetryPolicy = RetryPolicy(), local_cache: bool = False, durability: str = "replica",
+                   ack_timeout_ms: Optional[int] = None) -> "PartitionedSale":
         """See ``seckill.PartitionedSale.open``."""
-        return cls(client, name, await run(cls._open_op(name), client), seal_ms, retry, local_cache=local_cache)
+        spec = await run(cls._open_op(name), client)
+        sale = cls(client, name, spec, seal_ms, retry, local_cache=local_cache, durability=durability,
+                   ack_timeout_ms=ack_timeout_ms)
+        await run(_key.require_durability(sale.keys[0], sale._keep), client)
+        return sale
 
     @staticmethod
     async def delete(client: Any, name: str) -> None:

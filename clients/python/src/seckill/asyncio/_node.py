@@ -9,8 +9,10 @@ from typing import Any, Dict, List, Optional, Tuple, cast
 import redis
 import redis.asyncio
 
+from .._durability import Keep, Replicas
 from .._health import NodeHealth
-from .._node import NODE_FAILURES, NodeCall, _is_ask, lost_node, moves_topology, not_sent, own_connection
+from .._node import (NODE_FAILURES, UNKEPT_REFRESH_S, Every, NodeCall, _is_ask, ack_read_timeout, lists_replica,
+                     lost_node, moves_topology, not_sent, own_connection)
 from ..errors import translate
 
 __all__ = ["NodeConnections", "nodes_of"]
@@ -23,6 +25,12 @@ class NodeConnections:
     #: Calls in flight per node, at most (a lock's grant, which may wait long, not counted):
     #: a thousand tasks share this many connections, instead of opening one each at once.
     MAX_CALLS_PER_NODE = 32
+    #: Writes to keep (``NodeCall.keep``) sent together on one connection, at most, and then
+    #: one WAIT for all of them: the group acknowledgement.
+    MAX_BATCH = 64
+    #: Batches of one node in flight at once, at most, each on its own connection (a WAIT
+    #: blocks its connection in the server: the next batch goes on another).
+    MAX_BATCHES_PER_NODE = 4
 
     def __init__(self, client: Any) -> None:
         self.client = client
@@ -30,6 +38,11 @@ class NodeConnections:
         self._slots: Dict[str, asyncio.Semaphore] = {}
         self._refreshing = False
         self.health = NodeHealth()
+        self.replicas = Replicas()
+        self._unkept = Every(UNKEPT_REFRESH_S)
+        self._groups: Dict[Tuple[str, Keep], "_Group"] = {}
+        #: How many WAITs (or WAITAOFs) were sent: for tests and benchmarks.
+        self.waits = 0
 
     async def _target(self, key: str, address: Optional[Tuple[str, int]]) -> Tuple[str, Any, Dict[str, Any]]:
         client: Any = self.client
@@ -89,6 +102,8 @@ class NodeConnections:
     async def _call(self, effect: NodeCall, address: Optional[Tuple[str, int]]) -> List[Any]:
         name, kind, kwargs = await self._target(effect.key, address)
         self.health.check(name)
+        if effect.keep is not None and address is None and len(effect.commands) == 1:
+            return await self._grouped(effect, name, kind, kwargs)
         if effect.may_wait:
             return await self._on_connection(effect, name, kind, kwargs)
         slots = self._slots.setdefault(name, asyncio.Semaphore(self.MAX_CALLS_PER_NODE))
@@ -100,9 +115,13 @@ class NodeConnections:
         connection = idle.pop() if idle else own_connection(kind, kwargs)
         try:
             replies = await _exchange(connection, effect.commands, effect.timeout_s)
+            if effect.keep is not None:
+                kept = await self._keep(name, effect.key, effect.keep, connection, [replies[-1]], effect.timeout_s)
+                replies.append(kept)
         except BaseException as error:
             # Cancelled half way too: the connection may hold an unread reply.
             await connection.disconnect(nowait=True)
+            self.replicas.forget(name)
             if isinstance(error, NODE_FAILURES) or not isinstance(error, Exception):
                 self.health.failed(name)
             else:
@@ -115,6 +134,127 @@ class NodeConnections:
         self.health.answered(name)
         self._idle.setdefault(name, []).append(connection)
         return replies
+
+
+    def listed(self, key: str) -> Optional[bool]:
+        """Whether the cluster's map lists a replica for ``key``'s slot (None: one server)."""
+        if not isinstance(self.client, redis.asyncio.RedisCluster):
+            return None
+        return lists_replica(self.client, key)
+
+    async def _keep(self, name: str, key: str, keep: Keep, connection: Any, writes: List[Any],
+                    timeout_s: Optional[float]) -> Optional[bool]:
+        """After ``writes`` (their replies) on ``connection``: None when none changed anything
+        or no replica is there to wait for, else whether one WAIT (or WAITAOF) says they are
+        all kept (``seckill._node``'s rules; one answer covers every earlier write of the
+        connection)."""
+        if not any(keep.changed(reply) for reply in writes):
+            return None
+        listed = self.listed(key)
+        if self.replicas.needs_look(name, listed):
+            (info,) = await _exchange(connection, (("INFO", "replication"),), timeout_s)
+            self.replicas.learn(name, info)
+        replica = self.replicas.known(name, listed)
+        command = keep.command(replica)
+        if command is None:
+            return None
+        self.waits += 1
+        (answer,) = await _exchange(connection, (command,), ack_read_timeout(keep, timeout_s))
+        kept = keep.kept(answer, replica)
+        if not kept and self._unkept.due():
+            asyncio.get_running_loop().create_task(self.refresh_topology())
+        return kept
+
+    async def _grouped(self, effect: NodeCall, name: str, kind: Any, kwargs: Dict[str, Any]) -> List[Any]:
+        """A write to keep, sent in the node's next batch (see ``_flush``)."""
+        assert effect.keep is not None
+        loop = asyncio.get_running_loop()
+        group = self._groups.get((name, effect.keep))
+        if group is None:
+            group = self._groups[(name, effect.keep)] = _Group()
+        future: "asyncio.Future[List[Any]]" = loop.create_future()
+        group.queue.append((effect, future))
+        if group.flushers < self.MAX_BATCHES_PER_NODE:
+            group.flushers += 1
+            task = loop.create_task(self._flush(group, name, effect.keep, kind, kwargs))
+            group.tasks.add(task)
+            task.add_done_callback(group.tasks.discard)
+        return await future
+
+    async def _flush(self, group: "_Group", name: str, keep: Keep, kind: Any, kwargs: Dict[str, Any]) -> None:
+        """Sends the group's queued writes, MAX_BATCH at a time, each batch pipelined on one
+        connection and followed by one WAIT; runs while writes keep coming. A task of its own,
+        so that no caller's cancellation strands the others' answers."""
+        try:
+            while group.queue:
+                batch = [(e, f) for e, f in group.queue[: self.MAX_BATCH] if not f.done()]
+                del group.queue[: self.MAX_BATCH]
+                if batch:
+                    slots = self._slots.setdefault(name, asyncio.Semaphore(self.MAX_CALLS_PER_NODE))
+                    async with slots:
+                        await self._batch(batch, name, keep, kind, kwargs)
+        finally:
+            group.flushers -= 1
+
+    async def _batch(self, batch: List[Tuple[NodeCall, "asyncio.Future[List[Any]]"]], name: str, keep: Keep,
+                     kind: Any, kwargs: Dict[str, Any]) -> None:
+        idle = self._idle.setdefault(name, [])
+        connection = idle.pop() if idle else own_connection(kind, kwargs)
+        replies: List[Any] = []
+        try:
+            try:
+                await connection.connect()
+            except NODE_FAILURES as error:
+                raise not_sent(error) from error
+            commands = tuple(effect.commands[0] for effect, _ in batch)
+            await connection.send_packed_command(connection.pack_commands(commands))
+            for effect, future in batch:
+                try:
+                    replies.append(await connection.read_response())
+                except redis.exceptions.ResponseError as error:
+                    # An error reply (MOVED, ASK, a refusal): that write's alone.
+                    replies.append(error)
+            writes = [reply for reply in replies if not isinstance(reply, Exception)]
+            kept = await self._keep(name, batch[0][0].key, keep, connection, writes, None)
+        except BaseException as error:
+            await connection.disconnect(nowait=True)
+            self.replicas.forget(name)
+            if isinstance(error, NODE_FAILURES) or not isinstance(error, Exception):
+                self.health.failed(name)
+            if moves_topology(error):
+                asyncio.get_running_loop().create_task(self.refresh_topology())
+            for index, (_, future) in enumerate(batch):
+                if future.done():
+                    continue
+                reply = replies[index] if index < len(replies) else None
+                if index < len(replies) and not (isinstance(reply, Exception) or keep.changed(reply)):
+                    future.set_result([reply, None])  # a refusal: nothing to keep
+                else:
+                    future.set_exception(error if isinstance(error, Exception) else asyncio.CancelledError())
+            if not isinstance(error, Exception):
+                raise
+            return
+        self.health.answered(name)
+        self._idle.setdefault(name, []).append(connection)
+        for (_, future), reply in zip(batch, replies):
+            if future.done():
+                continue
+            if isinstance(reply, Exception):
+                if moves_topology(reply):
+                    asyncio.get_running_loop().create_task(self.refresh_topology())
+                future.set_exception(reply if _is_ask(reply) or not isinstance(
+                    reply, redis.exceptions.ResponseError) else translate(reply))
+            else:
+                future.set_result([reply, kept if keep.changed(reply) else None])
+
+
+class _Group:
+    """The writes to keep waiting for a batch on one node, and the tasks sending them."""
+
+    def __init__(self) -> None:
+        self.queue: List[Tuple[NodeCall, "asyncio.Future[List[Any]]"]] = []
+        self.flushers = 0
+        self.tasks: "set[asyncio.Task[None]]" = set()
 
 
 async def _exchange(connection: Any, commands: Tuple[Tuple[Any, ...], ...], timeout: Optional[float]) -> List[Any]:
