@@ -49,6 +49,15 @@ pub trait FlashSale {
         qty: u64,
     ) -> impl Future<Output = Result<TryReply>> + Send;
 
+    /// See [`crate::FlashSale::try_buy_again`].
+    fn try_buy_again<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+        user: impl AsRef<[u8]> + Send,
+        qty: u64,
+        attempt_id: &str,
+    ) -> impl Future<Output = Result<TryReply>> + Send;
+
     /// See [`crate::FlashSale::try_buy_acked`].
     fn try_buy_acked<C: ConnectionLike + Send>(
         &self,
@@ -165,6 +174,26 @@ macro_rules! impl_async_flash_sale {
                         &mut Tokio::within(con, self.0.retry_policy().deadline),
                         user.as_ref(),
                         qty,
+                        None,
+                    )
+                    .await?
+                    .0)
+            }
+
+            async fn try_buy_again<C: ConnectionLike + Send>(
+                &self,
+                con: &mut C,
+                user: impl AsRef<[u8]> + Send,
+                qty: u64,
+                attempt_id: &str,
+            ) -> Result<TryReply> {
+                Ok(self
+                    .0
+                    .buy_on(
+                        &mut Tokio::within(con, self.0.retry_policy().deadline),
+                        user.as_ref(),
+                        qty,
+                        Some(attempt_id),
                     )
                     .await?
                     .0)
@@ -385,6 +414,17 @@ impl Sale {
         Sale(self.0.with_retry(policy))
     }
 
+    /// See [`crate::Sale::durability`]. On a [`ClusterSession`] the concurrent writes to one
+    /// master share their `WAIT`s.
+    pub fn durability(self, durability: crate::Durability) -> Sale {
+        Sale(self.0.durability(durability))
+    }
+
+    /// See [`crate::Sale::ack_timeout`].
+    pub fn ack_timeout(self, timeout: std::time::Duration) -> Sale {
+        Sale(self.0.ack_timeout(timeout))
+    }
+
     pub fn key(&self) -> &str {
         self.0.key()
     }
@@ -479,6 +519,16 @@ impl PartitionedSale {
     /// See [`crate::PartitionedSale::with_retry`].
     pub fn with_retry(self, policy: RetryPolicy) -> PartitionedSale {
         PartitionedSale(self.0.with_retry(policy))
+    }
+
+    /// See [`crate::PartitionedSale::durability`].
+    pub fn durability(self, durability: crate::Durability) -> PartitionedSale {
+        PartitionedSale(self.0.durability(durability))
+    }
+
+    /// See [`crate::PartitionedSale::ack_timeout`].
+    pub fn ack_timeout(self, timeout: std::time::Duration) -> PartitionedSale {
+        PartitionedSale(self.0.ack_timeout(timeout))
     }
 
     pub fn name(&self) -> &str {

@@ -23,6 +23,16 @@ pub enum Error {
         attempt_id: String,
         last_error: redis::RedisError,
     },
+    /// The master applied the write (`reply`: a purchase's units left, a cancel's units
+    /// returned, 1 for a confirm, 0 for OK) but no replica acknowledged it within the handle's
+    /// acknowledgement timeout (see [`crate::Durability`]), so a failover now could take it
+    /// back: an unknown outcome. Tell the buyer "confirming", not "bought". Sending it again
+    /// with `attempt_id` answers the same and waits again; `bought` tells what the buyer owns.
+    /// `attempt_id` is `None` for a write without one (a confirm, a restock, a sale made).
+    NotReplicated {
+        reply: i64,
+        attempt_id: Option<String>,
+    },
     /// A purchase or a cancel none of whose sends reached a server before the retry deadline
     /// (every connection was refused, or no cluster connection to its node existed): it did
     /// not happen. Tell the buyer "not bought, try again"; `last_error` says what failed.
@@ -57,6 +67,17 @@ pub enum Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
+impl Error {
+    /// Whether the call may or may not have taken effect for good: [`Error::OutcomeUnknown`]
+    /// and [`Error::NotReplicated`] (ask `bought`, or send it again under its attempt id).
+    pub fn is_outcome_unknown(&self) -> bool {
+        matches!(
+            self,
+            Error::OutcomeUnknown { .. } | Error::NotReplicated { .. }
+        )
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -77,6 +98,16 @@ impl fmt::Display for Error {
                 "no answer for attempt {attempt_id} before the deadline (last: {last_error}); \
                  send it again with the same id, or ask bought"
             ),
+            Error::NotReplicated { reply, attempt_id } => {
+                write!(
+                    f,
+                    "applied by the master (reply {reply}) but not acknowledged by a replica in time"
+                )?;
+                match attempt_id {
+                    Some(id) => write!(f, "; send attempt {id} again, or ask bought"),
+                    None => Ok(()),
+                }
+            }
             Error::Unavailable {
                 attempt_id,
                 last_error,

@@ -95,12 +95,26 @@ pub trait FlashSale {
     /// connection, failover) is sent again with it until a definite answer, within the sale's
     /// [`crate::RetryPolicy`]; it is never bought twice. Past the deadline:
     /// [`crate::Error::OutcomeUnknown`]. A partitioned sale borrows units from its other
-    /// partitions when the buyer's runs dry, so it sells out completely.
+    /// partitions when the buyer's runs dry, so it sells out completely. With the handle's
+    /// [`crate::Durability`] (a replica's acknowledgement unless set) the answer comes once the
+    /// purchase is kept: [`crate::Error::NotReplicated`] when it was not in time.
     fn try_buy<C: ConnectionLike>(
         &self,
         con: &mut C,
         user: impl AsRef<[u8]>,
         qty: u64,
+    ) -> Result<TryReply>;
+
+    /// [`FlashSale::try_buy`] under `attempt_id`, the id of an earlier purchase whose outcome
+    /// is unknown ([`crate::Error::OutcomeUnknown`], [`crate::Error::NotReplicated`]): it
+    /// answers as that one did if it happened (never buying twice), and waits for the
+    /// handle's durability again.
+    fn try_buy_again<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        user: impl AsRef<[u8]>,
+        qty: u64,
+        attempt_id: &str,
     ) -> Result<TryReply>;
 
     /// [`FlashSale::try_buy`], then `WAIT replicas timeout_ms` on the same connection: also
@@ -193,7 +207,19 @@ macro_rules! impl_flash_sale {
                 qty: u64,
             ) -> $crate::Result<$crate::TryReply> {
                 let link = &mut $crate::link::Blocking(con);
-                Ok($crate::link::block_on(self.buy_on(link, user.as_ref(), qty))?.0)
+                Ok($crate::link::block_on(self.buy_on(link, user.as_ref(), qty, None))?.0)
+            }
+
+            fn try_buy_again<C: redis::ConnectionLike>(
+                &self,
+                con: &mut C,
+                user: impl AsRef<[u8]>,
+                qty: u64,
+                attempt_id: &str,
+            ) -> $crate::Result<$crate::TryReply> {
+                let link = &mut $crate::link::Blocking(con);
+                let bought = self.buy_on(link, user.as_ref(), qty, Some(attempt_id));
+                Ok($crate::link::block_on(bought)?.0)
             }
 
             fn try_buy_acked<C: redis::ConnectionLike>(

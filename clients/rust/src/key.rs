@@ -1,6 +1,7 @@
 //! The commands on one sale key, written once over a [`Link`] for both kinds of sale (a
 //! one-key [`crate::Sale`] and each partition of a [`crate::PartitionedSale`]), sync and async.
 
+use crate::durability::{ACK_GRACE, Change, Keep, Replicas};
 use crate::error::{Error, Result};
 use crate::info::{Buyer, PartitionInfo, SaleEvent, parse_fields};
 use crate::link::{Link, query_retried};
@@ -33,18 +34,135 @@ pub(crate) fn check_call(user: &[u8], qty: Option<u64>) -> Result<()> {
     }
 }
 
-/// `SECKILL.TRY key user qty ID attempt` under `retrier`: the command's code.
+/// What a handle's writes wait for, and what it knows of the masters' replicas (see
+/// `crate::durability`).
+#[derive(Clone, Copy)]
+pub(crate) struct Keeping<'a> {
+    pub keep: Option<Keep>,
+    pub replicas: &'a Replicas,
+}
+
+impl Keeping<'_> {
+    /// After a write on `key` answered `reply` on `link`'s connection: `Ok(true)` when it is
+    /// kept or there is nothing to wait for (it changed nothing, or its master has no replica
+    /// to wait for), `Ok(false)` when no replica acknowledged it in time. A failure of the
+    /// look or of the wait is the caller's (the write sent again under its attempt id, whose
+    /// repeat the module marks so that the next wait covers it, or reported).
+    pub async fn keep<L: Link>(
+        &self,
+        link: &mut L,
+        key: &str,
+        change: Change,
+        reply: &Value,
+    ) -> redis::RedisResult<bool> {
+        let Some(keep) = self.keep else {
+            return Ok(true);
+        };
+        if !change.in_reply(reply) {
+            return Ok(true);
+        }
+        let forget = |e| {
+            self.replicas.forget(key);
+            e
+        };
+        if self.replicas.needs_look(key) {
+            let info: Value = link
+                .query(cmd("INFO").arg("replication"))
+                .await
+                .map_err(forget)?;
+            self.replicas.learn(key, &info);
+        }
+        let replica = self.replicas.known(key);
+        let Some(wait) = keep.command(replica) else {
+            return Ok(true);
+        };
+        let answer: Value = link
+            .query_within(&wait, keep.timeout + ACK_GRACE)
+            .await
+            .map_err(forget)?;
+        Ok(keep.kept(&answer, replica))
+    }
+}
+
+/// The longest attempt id, in bytes: the module's limit.
+pub(crate) const MAX_ATTEMPT_ID_BYTES: usize = 64;
+
+/// An attempt id given to send a call again (`None`: a new call).
+pub(crate) fn check_attempt_id(attempt: Option<&str>) -> Result<()> {
+    match attempt {
+        Some(id) if id.is_empty() || id.len() > MAX_ATTEMPT_ID_BYTES => {
+            Err(Error::InvalidArgument(format!(
+                "an attempt id must be 1 to {MAX_ATTEMPT_ID_BYTES} bytes, got {}",
+                id.len()
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `SECKILL.TRY key user qty ID attempt` under `retrier`, kept as `keeping` says: the
+/// command's code, or [`Error::NotReplicated`]. A wait that failed sends the purchase again
+/// under its attempt id (the same answer) and waits again.
 pub(crate) async fn try_buy<L: Link>(
     link: &mut L,
     retrier: &mut Retrier<'_>,
-    key: &str,
-    user: &[u8],
-    qty: u64,
+    (key, user, qty): (&str, &[u8], u64),
     attempt: &str,
+    keeping: Keeping<'_>,
 ) -> Result<i64> {
     let mut try_cmd = cmd("SECKILL.TRY");
     try_cmd.arg(key).arg(user).arg(qty).arg("ID").arg(attempt);
-    query_retried(link, retrier, &try_cmd).await
+    retried_and_kept(link, retrier, &try_cmd, (key, Change::Wrote), keeping).await
+}
+
+/// `write` (a command with an attempt id) under `retrier`, then kept as `keeping` says.
+async fn retried_and_kept<L: Link>(
+    link: &mut L,
+    retrier: &mut Retrier<'_>,
+    write: &redis::Cmd,
+    (key, change): (&str, Change),
+    keeping: Keeping<'_>,
+) -> Result<i64> {
+    loop {
+        let reply: i64 = query_retried(link, retrier, write).await?;
+        match keeping.keep(link, key, change, &Value::Int(reply)).await {
+            Ok(true) => return Ok(reply),
+            Ok(false) => {
+                return Err(Error::NotReplicated {
+                    reply,
+                    attempt_id: Some(retrier.attempt_id().to_string()),
+                });
+            }
+            Err(e) if is_retryable(&e) => {
+                retrier.ran();
+                let wait = retrier.backoff(e)?;
+                link.sleep(wait).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// `write`, sent once (it has no attempt id), then kept as `keeping` says: its reply, or
+/// [`Error::NotReplicated`].
+pub(crate) async fn kept_write<L: Link, T: redis::FromRedisValue>(
+    link: &mut L,
+    write: &redis::Cmd,
+    (key, change): (&str, Change),
+    keeping: Keeping<'_>,
+) -> Result<T> {
+    let reply: Value = link.query(write).await?;
+    if !keeping.keep(link, key, change, &reply).await? {
+        let reply = match reply {
+            Value::Int(n) => n,
+            _ => 0,
+        };
+        return Err(Error::NotReplicated {
+            reply,
+            attempt_id: None,
+        });
+    }
+    Ok(redis::from_redis_value(reply)?)
 }
 
 /// `WAIT replicas timeout_ms` after a purchase: how many replicas acknowledged it. A purchase
@@ -78,13 +196,13 @@ pub(crate) async fn with_acknowledgement<L: Link>(
     ))
 }
 
-/// `SECKILL.CANCEL key user [qty] ID attempt`, retried under `policy`: the units returned.
+/// `SECKILL.CANCEL key user [qty] ID attempt`, retried under `policy`, kept as `keeping`
+/// says when units went back: the units returned.
 pub(crate) async fn cancel<L: Link>(
     link: &mut L,
     policy: &RetryPolicy,
-    key: &str,
-    user: &[u8],
-    qty: Option<u64>,
+    (key, user, qty): (&str, &[u8], Option<u64>),
+    keeping: Keeping<'_>,
 ) -> Result<u64> {
     let attempt = new_attempt_id();
     let mut cancel = cmd("SECKILL.CANCEL");
@@ -93,7 +211,9 @@ pub(crate) async fn cancel<L: Link>(
         cancel.arg(qty);
     }
     cancel.arg("ID").arg(&attempt);
-    query_retried(link, &mut Retrier::new(policy, &attempt), &cancel).await
+    let retrier = &mut Retrier::new(policy, &attempt);
+    let returned = retried_and_kept(link, retrier, &cancel, (key, Change::Units), keeping).await?;
+    Ok(returned.max(0) as u64)
 }
 
 pub(crate) async fn bought<L: Link>(link: &mut L, key: &str, user: &[u8]) -> Result<u64> {
@@ -115,17 +235,27 @@ pub(crate) async fn admit<L: Link>(link: &mut L, key: &str, n: u64) -> Result<u6
     Ok(link.query(cmd("SECKILL.ADMIT").arg(key).arg(n)).await?)
 }
 
-pub(crate) async fn confirm<L: Link>(link: &mut L, key: &str, user: &[u8]) -> Result<bool> {
-    let confirmed: i64 = link
-        .query(cmd("SECKILL.CONFIRM").arg(key).arg(user))
-        .await?;
+/// `SECKILL.CONFIRM`, kept as `keeping` says when a hold became final. Sent once: sent again
+/// after a lost answer it would answer 0 for the hold the first made final.
+pub(crate) async fn confirm<L: Link>(
+    link: &mut L,
+    key: &str,
+    user: &[u8],
+    keeping: Keeping<'_>,
+) -> Result<bool> {
+    let confirm = cmd("SECKILL.CONFIRM").arg(key).arg(user).clone();
+    let confirmed: i64 = kept_write(link, &confirm, (key, Change::Confirmed), keeping).await?;
     Ok(confirmed == 1)
 }
 
-pub(crate) async fn restock<L: Link>(link: &mut L, key: &str, units: u64) -> Result<()> {
-    let _: i64 = link
-        .query(cmd("SECKILL.RESTOCK").arg(key).arg(units))
-        .await?;
+pub(crate) async fn restock<L: Link>(
+    link: &mut L,
+    key: &str,
+    units: u64,
+    keeping: Keeping<'_>,
+) -> Result<()> {
+    let restock = cmd("SECKILL.RESTOCK").arg(key).arg(units).clone();
+    let _: i64 = kept_write(link, &restock, (key, Change::Wrote), keeping).await?;
     Ok(())
 }
 

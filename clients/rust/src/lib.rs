@@ -58,6 +58,7 @@
 //! ```
 
 pub mod aio;
+mod durability;
 mod error;
 mod flash_sale;
 mod health;
@@ -77,6 +78,7 @@ mod tracking;
 mod turns;
 mod waiting;
 
+pub use durability::Durability;
 pub use error::{Error, Result};
 pub use flash_sale::{ClientStats, FlashSale};
 pub use info::{Buyer, PartitionInfo, SaleEvent, SaleInfo};

@@ -1,10 +1,11 @@
 //! A one-key sale: one `SECKILL.INIT` key, the way most users start. The same interface as a
 //! partitioned sale ([`crate::FlashSale`]), without partitions to route to or borrow from.
 
+use crate::durability::{Change, Durability, Keeper};
 use crate::error::{Error, Result};
 use crate::flash_sale::Counters;
 use crate::info::{Buyer, SaleEvent, SaleInfo};
-use crate::key;
+use crate::key::{self, Keeping};
 use crate::link::{Blocking, Link, block_on};
 use crate::partitioned::check_units;
 use crate::protocol::DRAINED;
@@ -15,12 +16,14 @@ use crate::tracking::{Cached, SoldOutCache};
 use crate::turns::BuyerTurns;
 use redis::ConnectionLike;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 /// A sale on one key. A handle: cheap to share between threads (`&self` everywhere), each
 /// thread passing its own connection.
 pub struct Sale {
     key: String,
     retry: RetryPolicy,
+    keeper: Keeper,
     counters: Counters,
     turns: BuyerTurns,
     cached: Option<Cached>,
@@ -33,6 +36,7 @@ impl Sale {
         Sale {
             key: key.into(),
             retry: RetryPolicy::default(),
+            keeper: Keeper::default(),
             counters: Counters::default(),
             turns: BuyerTurns::default(),
             cached: None,
@@ -103,8 +107,33 @@ impl Sale {
             }
             init.arg("REPLACE");
         }
-        let _: () = link.query(&init).await?;
-        Ok(Sale::new(key))
+        let sale = Sale::new(key);
+        let _: () = key::kept_write(link, &init, (key, Change::Wrote), sale.keeping()).await?;
+        Ok(sale)
+    }
+
+    /// What a buyer told "bought" is kept through (default [`Durability::Replica`]: a
+    /// replica's acknowledgement; see docs/durability.md): every purchase, cancel, confirm and
+    /// restock of this handle waits for it, [`Error::NotReplicated`] when it does not come
+    /// within the acknowledgement timeout. A master with no replica seen is answered at once.
+    pub fn durability(mut self, durability: Durability) -> Sale {
+        self.keeper.durability = durability;
+        self
+    }
+
+    /// How long a write waits for its acknowledgement (default: the retry deadline / 10,
+    /// between 100 ms and 1 s).
+    pub fn ack_timeout(mut self, timeout: Duration) -> Sale {
+        self.keeper.ack_timeout = Some(timeout);
+        self
+    }
+
+    /// What this handle's writes wait for.
+    fn keeping(&self) -> Keeping<'_> {
+        Keeping {
+            keep: self.keeper.keep(self.retry.deadline),
+            replicas: &self.keeper.replicas,
+        }
     }
 
     /// Answers purchases through `cache`, the sold-out cache: once the server refused one as
@@ -181,9 +210,11 @@ impl Sale {
         link: &mut L,
         user: &[u8],
         qty: u64,
+        attempt: Option<&str>,
     ) -> Result<(TryReply, bool)> {
         key::check_call(user, Some(qty))?;
-        let server = self.buy_on_server(link, user, qty);
+        key::check_attempt_id(attempt)?;
+        let server = self.buy_on_server(link, user, qty, attempt);
         crate::flash_sale::through_cache(self.cached.as_ref(), &self.counters, server).await
     }
 
@@ -192,12 +223,20 @@ impl Sale {
         link: &mut L,
         user: &[u8],
         qty: u64,
+        attempt: Option<&str>,
     ) -> Result<(TryReply, bool)> {
         self.counters.tries.fetch_add(1, Ordering::Relaxed);
         let _turn = self.turns.take(user).await;
-        let attempt = key::new_attempt_id();
+        let attempt = attempt.map_or_else(key::new_attempt_id, str::to_string);
         let mut retrier = Retrier::new(&self.retry, &attempt);
-        let code = key::try_buy(link, &mut retrier, &self.key, user, qty, &attempt).await?;
+        let code = key::try_buy(
+            link,
+            &mut retrier,
+            (&self.key, user, qty),
+            &attempt,
+            self.keeping(),
+        )
+        .await?;
         // A `Sale` on one partition of a partitioned sale: that key alone has no units.
         let code = if code == DRAINED {
             crate::protocol::SOLD_OUT
@@ -214,7 +253,7 @@ impl Sale {
         qty: u64,
         wait: (u64, u64),
     ) -> Result<(TryReply, u64)> {
-        let bought = self.buy_on(link, user, qty).await?;
+        let bought = self.buy_on(link, user, qty, None).await?;
         key::with_acknowledgement(link, bought, wait).await
     }
 
@@ -226,7 +265,7 @@ impl Sale {
     ) -> Result<u64> {
         key::check_call(user, qty)?;
         let _turn = self.turns.take(user).await;
-        key::cancel(link, &self.retry, &self.key, user, qty).await
+        key::cancel(link, &self.retry, (&self.key, user, qty), self.keeping()).await
     }
 
     pub(crate) async fn bought_on<L: Link>(&self, link: &mut L, user: &[u8]) -> Result<u64> {
@@ -255,12 +294,12 @@ impl Sale {
 
     pub(crate) async fn confirm_on<L: Link>(&self, link: &mut L, user: &[u8]) -> Result<bool> {
         key::check_call(user, None)?;
-        key::confirm(link, &self.key, user).await
+        key::confirm(link, &self.key, user, self.keeping()).await
     }
 
     pub(crate) async fn restock_on<L: Link>(&self, link: &mut L, units: u64) -> Result<()> {
         check_units(units)?;
-        key::restock(link, &self.key, units).await
+        key::restock(link, &self.key, units, self.keeping()).await
     }
 
     pub(crate) async fn info_on<L: Link>(&self, link: &mut L) -> Result<SaleInfo> {

@@ -3,7 +3,8 @@
 //! the transfers a mover left half done.
 
 use super::{PartitionedSale, SCAN_READ_TIMEOUT};
-use crate::error::Result;
+use crate::durability::Change;
+use crate::error::{Error, Result};
 use crate::info::{PartitionInfo, parse_fields};
 use crate::key;
 use crate::link::{Blocking, Link, block_on};
@@ -178,16 +179,28 @@ impl PartitionedSale {
             self.next_transfer.fetch_add(1, Ordering::Relaxed)
         );
         let (from, to) = (&self.keys[from], &self.keys[to]);
-        let lent: u64 = link
-            .query(
-                cmd("SECKILL.LEND")
-                    .arg(from)
-                    .arg(&id)
-                    .arg(units)
-                    .arg("TO")
-                    .arg(to),
-            )
-            .await?;
+        let lend = cmd("SECKILL.LEND")
+            .arg(from)
+            .arg(&id)
+            .arg(units)
+            .arg("TO")
+            .arg(to)
+            .clone();
+        // The units lent must not come back to the source while the target has them: a LEND
+        // a failover of the source's master could take back is not absorbed (its transfer stays
+        // pending, for the next borrow or recover), and the purchase tries again in its time.
+        let lent: u64 = match key::kept_write(link, &lend, (from, Change::Units), self.keeping())
+            .await
+        {
+            Err(Error::NotReplicated { .. }) => {
+                let waited = std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("loan {id} not acknowledged by a replica in time"),
+                );
+                return Err(Error::Redis(waited.into()));
+            }
+            other => other?,
+        };
         finish_transfer(link, from, id.as_bytes(), lent, to).await?;
         if lent > 0 {
             self.counters.transfers.fetch_add(1, Ordering::Relaxed);

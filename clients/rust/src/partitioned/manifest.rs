@@ -2,6 +2,7 @@
 //! that records them (create, open, delete).
 
 use super::PartitionedSale;
+use crate::durability::Change;
 use crate::error::{Error, Result};
 use crate::key;
 use crate::link::{Blocking, Link, block_on};
@@ -114,7 +115,7 @@ impl PartitionedSale {
                 .arg("MANIFEST")
                 .arg(name)
                 .arg("REPLACE");
-            let _: () = link.query(&init).await?;
+            let _: () = key::kept_write(link, &init, (key, Change::Wrote), self.keeping()).await?;
         }
         let mut manifest = cmd("HSET");
         manifest.arg(name);

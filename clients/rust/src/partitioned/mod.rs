@@ -2,11 +2,12 @@
 //! hash. Every command goes to one key, so the underlying client (a `redis::Connection`, or a
 //! `redis::cluster::ClusterConnection` that follows MOVED and ASK) routes it.
 
+use crate::durability::{Durability, Keeper};
 use crate::error::{Error, Result};
 use crate::flash_sale::Counters;
 use crate::health::{Health, Placement};
 use crate::info::{Buyer, PartitionInfo, SaleEvent, SaleInfo};
-use crate::key;
+use crate::key::{self, Keeping};
 use crate::link::{Blocking, Link, block_on};
 use crate::protocol::DRAINED;
 use crate::reply::TryReply;
@@ -60,6 +61,7 @@ pub struct PartitionedSale {
     next_admit: AtomicU64,
     seal_ms: u64,
     retry: RetryPolicy,
+    keeper: Keeper,
     /// The masters whose reads failed lately, and which master serves which partition (see
     /// [`crate::health`]).
     health: Health,
@@ -112,6 +114,7 @@ impl PartitionedSale {
             next_admit: AtomicU64::new(0),
             seal_ms: DEFAULT_SEAL_MS,
             retry: RetryPolicy::default(),
+            keeper: Keeper::default(),
             counters: Counters::default(),
             turns: BuyerTurns::default(),
             cached: None,
@@ -150,6 +153,27 @@ impl PartitionedSale {
     pub fn with_retry(mut self, policy: RetryPolicy) -> PartitionedSale {
         self.retry = policy;
         self
+    }
+
+    /// See [`crate::Sale::durability`]: every partition's purchases, cancels, confirms and
+    /// restocks, and the loans between partitions, wait for it.
+    pub fn durability(mut self, durability: Durability) -> PartitionedSale {
+        self.keeper.durability = durability;
+        self
+    }
+
+    /// See [`crate::Sale::ack_timeout`].
+    pub fn ack_timeout(mut self, timeout: Duration) -> PartitionedSale {
+        self.keeper.ack_timeout = Some(timeout);
+        self
+    }
+
+    /// What this handle's writes wait for.
+    pub(crate) fn keeping(&self) -> Keeping<'_> {
+        Keeping {
+            keep: self.keeper.keep(self.retry.deadline),
+            replicas: &self.keeper.replicas,
+        }
     }
 
     pub fn name(&self) -> &str {
@@ -209,9 +233,11 @@ impl PartitionedSale {
         link: &mut L,
         user: &[u8],
         qty: u64,
+        attempt: Option<&str>,
     ) -> Result<(TryReply, bool)> {
         key::check_call(user, Some(qty))?;
-        let server = self.buy_on_server(link, user, qty);
+        key::check_attempt_id(attempt)?;
+        let server = self.buy_on_server(link, user, qty, attempt);
         crate::flash_sale::through_cache(self.cached.as_ref(), &self.counters, server).await
     }
 
@@ -220,16 +246,24 @@ impl PartitionedSale {
         link: &mut L,
         user: &[u8],
         qty: u64,
+        attempt: Option<&str>,
     ) -> Result<(TryReply, bool)> {
         let partition = self.partition_of(user) as usize;
         self.counters.tries.fetch_add(1, Ordering::Relaxed);
         let _turn = self.turns.take(user).await;
-        let attempt = key::new_attempt_id();
+        let attempt = attempt.map_or_else(key::new_attempt_id, str::to_string);
         let mut retrier = Retrier::new(&self.retry, &attempt);
         let mut borrows = 0;
         loop {
             let key = &self.keys[partition];
-            let code = key::try_buy(link, &mut retrier, key, user, qty, &attempt).await?;
+            let code = key::try_buy(
+                link,
+                &mut retrier,
+                (key, user, qty),
+                &attempt,
+                self.keeping(),
+            )
+            .await?;
             // The partition's master answered: a borrow may read it again at once.
             if self.health.any_down() {
                 self.health.answered(&self.placement.node(partition));
@@ -280,7 +314,7 @@ impl PartitionedSale {
         qty: u64,
         wait: (u64, u64),
     ) -> Result<(TryReply, u64)> {
-        let bought = self.buy_on(link, user, qty).await?;
+        let bought = self.buy_on(link, user, qty, None).await?;
         key::with_acknowledgement(link, bought, wait).await
     }
 
@@ -292,7 +326,8 @@ impl PartitionedSale {
     ) -> Result<u64> {
         key::check_call(user, qty)?;
         let _turn = self.turns.take(user).await;
-        key::cancel(link, &self.retry, self.key_of(user), user, qty).await
+        let call = (self.key_of(user), user, qty);
+        key::cancel(link, &self.retry, call, self.keeping()).await
     }
 
     pub(crate) async fn bought_on<L: Link>(&self, link: &mut L, user: &[u8]) -> Result<u64> {
@@ -344,7 +379,7 @@ impl PartitionedSale {
 
     pub(crate) async fn confirm_on<L: Link>(&self, link: &mut L, user: &[u8]) -> Result<bool> {
         key::check_call(user, None)?;
-        key::confirm(link, self.key_of(user), user).await
+        key::confirm(link, self.key_of(user), user, self.keeping()).await
     }
 
     /// Adds `units`, split evenly over the partitions.
@@ -353,7 +388,7 @@ impl PartitionedSale {
         for (index, key) in self.keys.iter().enumerate() {
             let share = self.spec.share(units, index as u32);
             if share > 0 {
-                key::restock(link, key, share).await?;
+                key::restock(link, key, share, self.keeping()).await?;
             }
         }
         Ok(())

@@ -14,7 +14,8 @@ mod slot_map;
 pub(crate) mod tokio;
 
 use redis::cluster::{ClusterClientBuilder, ClusterConnection};
-use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+use crate::routing::{command_key, key_slot};
+use redis::cluster_routing::{self, RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Client, Cmd, Connection, ConnectionLike, RedisResult, Value};
 use std::time::Duration;
 
@@ -111,17 +112,25 @@ impl<C: ConnectionLike> ConnectionLike for Session<C> {
 /// itself, in the loop that follows redirects, outside any deadline of the library's (a
 /// purchase allowed no retry, through a master busy 500 ms past a 100 ms response timeout, was
 /// sent 5 times: `tests/cluster.rs`, with `retries(0)` taken out). So purchases and cancels
-/// (`SECKILL.TRY`, `SECKILL.CANCEL`) and a `WAIT` right after one go on the second
-/// connection, made with `retries(0)`: only the library resends them, under their attempt id
-/// and within its [`crate::RetryPolicy`]. A redirect ran nothing,
+/// (`SECKILL.TRY`, `SECKILL.CANCEL`) go on the second connection, made with `retries(0)`:
+/// only the library resends them, under their attempt id and within its
+/// [`crate::RetryPolicy`]. What keeps a write (`INFO replication`, `WAIT`, `WAITAOF` right
+/// after it) goes to that write's master on that write's connection. A redirect ran nothing,
 /// and the session follows it there itself: MOVED by connecting anew (the new connection
 /// learns the slot map), ASK with `ASKING` and the command on the node it names. Every other
 /// command goes on the first connection, with the retries its settings give it.
 pub struct ClusterSession {
     commands: Session<ClusterConnection>,
     purchases: Session<ClusterConnection>,
-    /// Whether the last command was a purchase (see [`Route::AfterPurchase`]).
-    last_was_purchase: bool,
+    /// Where the last command with a key went (see [`Route::FollowUp`]).
+    last_write: Option<(Side, u16)>,
+}
+
+/// Which of a [`ClusterSession`]'s two connections a command goes on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Side {
+    Commands,
+    Purchases,
 }
 
 /// Redirects followed for one send of a purchase; past them the redirect is the library's
@@ -138,7 +147,7 @@ impl ClusterSession {
         Ok(ClusterSession {
             commands: Session::new(Box::new(move || commands.get_connection()))?,
             purchases: Session::new(Box::new(move || purchases.get_connection()))?,
-            last_was_purchase: false,
+            last_write: None,
         })
     }
 
@@ -187,24 +196,41 @@ fn redirected_node(e: &redis::RedisError) -> Option<SingleNodeRoutingInfo> {
 enum Route {
     /// `SECKILL.TRY` or `SECKILL.CANCEL`: on the purchase connection, redirects followed.
     Purchase,
-    /// A `WAIT` right after a purchase: where that one went, since WAIT counts the writes of
-    /// its own connection.
-    AfterPurchase,
+    /// What keeps the last write (`INFO replication`, `WAIT`, `WAITAOF`, see
+    /// `crate::durability`): to that write's master on that write's connection, since WAIT
+    /// counts the writes of its own connection.
+    FollowUp(Side, u16),
     /// Anything else: on the connection configured as the application asked.
     Commands,
 }
 
-/// The route of the command `name`; `last_was_purchase` (the session's) becomes whether it
-/// is a purchase.
-fn route(name: &[u8], last_was_purchase: &mut bool) -> Route {
-    let after_purchase = std::mem::replace(last_was_purchase, is_purchase(name));
-    if *last_was_purchase {
-        Route::Purchase
-    } else if after_purchase && name.eq_ignore_ascii_case(b"WAIT") {
-        Route::AfterPurchase
-    } else {
-        Route::Commands
+/// The route of `cmd`; `last_write` (the session's) becomes where a command with a key went,
+/// and is kept through its follow-ups.
+fn route(cmd: &Cmd, last_write: &mut Option<(Side, u16)>) -> Route {
+    let name = name_of(cmd);
+    if is_follow_up(name) {
+        return match *last_write {
+            Some((connection, slot)) => Route::FollowUp(connection, slot),
+            None => Route::Commands,
+        };
     }
+    let connection = if is_purchase(name) {
+        Side::Purchases
+    } else {
+        Side::Commands
+    };
+    *last_write = command_key(cmd).map(|key| (connection, key_slot(key)));
+    match connection {
+        Side::Purchases => Route::Purchase,
+        Side::Commands => Route::Commands,
+    }
+}
+
+/// Whether `name` keeps the write before it: it goes where that one went.
+pub(super) fn is_follow_up(name: &[u8]) -> bool {
+    [&b"WAIT"[..], b"WAITAOF", b"INFO"]
+        .iter()
+        .any(|follow_up| name.eq_ignore_ascii_case(follow_up))
 }
 
 fn is_purchase(name: &[u8]) -> bool {
@@ -235,9 +261,19 @@ fn unpacked(packed: &[u8]) -> Option<Cmd> {
 
 impl ConnectionLike for ClusterSession {
     fn req_command(&mut self, cmd: &Cmd) -> RedisResult<Value> {
-        match route(name_of(cmd), &mut self.last_was_purchase) {
+        match route(cmd, &mut self.last_write) {
             Route::Purchase => self.purchase(cmd),
-            Route::AfterPurchase => self.purchases.req_command(cmd),
+            Route::FollowUp(connection, slot) => {
+                let master = SingleNodeRoutingInfo::SpecificNode(cluster_routing::Route::new(
+                    slot,
+                    cluster_routing::SlotAddr::Master,
+                ));
+                let session = match connection {
+                    Side::Purchases => &mut self.purchases,
+                    Side::Commands => &mut self.commands,
+                };
+                session.with(|con| con.route_command(cmd, RoutingInfo::SingleNode(master)))
+            }
             Route::Commands => self.commands.req_command(cmd),
         }
     }
@@ -246,7 +282,7 @@ impl ConnectionLike for ClusterSession {
         match unpacked(packed) {
             Some(cmd) => self.req_command(&cmd),
             None => {
-                self.last_was_purchase = false;
+                self.last_write = None;
                 self.commands.req_packed_command(packed)
             }
         }
@@ -258,7 +294,7 @@ impl ConnectionLike for ClusterSession {
         offset: usize,
         count: usize,
     ) -> RedisResult<Vec<Value>> {
-        self.last_was_purchase = false;
+        self.last_write = None;
         self.commands.req_packed_commands(packed, offset, count)
     }
 
@@ -288,16 +324,23 @@ mod tests {
         for other in ["SECKILL.BOUGHT", "SECKILL.TRYX", "WAIT", "GET"] {
             assert!(!is_purchase(name_of(&redis::cmd(other))), "{other}");
         }
-        let mut last_was_purchase = false;
-        let mut routes = |name: &[u8]| route(name, &mut last_was_purchase);
-        assert_eq!(routes(b"GET"), Route::Commands);
-        assert_eq!(routes(b"WAIT"), Route::Commands, "no purchase before it");
-        assert_eq!(routes(b"seckill.try"), Route::Purchase);
-        assert_eq!(routes(b"wait"), Route::AfterPurchase);
-        assert_eq!(routes(b"WAIT"), Route::Commands, "only right after one");
-        assert_eq!(routes(b"SECKILL.CANCEL"), Route::Purchase);
-        assert_eq!(routes(b"GET"), Route::Commands);
-        assert_eq!(routes(b"WAIT"), Route::Commands, "not right after one");
+        let mut last_write = None;
+        let mut routes = |cmd: &Cmd| route(cmd, &mut last_write);
+        let slot = key_slot(b"{sale/0}");
+        assert_eq!(routes(redis::cmd("GET").arg("x")), Route::Commands);
+        assert_eq!(routes(&redis::cmd("PING")), Route::Commands);
+        assert_eq!(routes(&redis::cmd("WAIT")), Route::Commands, "no write before it");
+        assert_eq!(routes(&try_buy), Route::Purchase);
+        let after_purchase = Route::FollowUp(Side::Purchases, slot);
+        assert_eq!(routes(redis::cmd("info").arg("replication")), after_purchase);
+        assert_eq!(routes(&redis::cmd("wait")), after_purchase, "kept through the look");
+        assert_eq!(routes(&redis::cmd("WAITAOF")), after_purchase);
+        let confirm = redis::cmd("SECKILL.CONFIRM").arg("{sale/0}").arg("u").clone();
+        assert_eq!(routes(&confirm), Route::Commands);
+        let after_confirm = Route::FollowUp(Side::Commands, slot);
+        assert_eq!(routes(&redis::cmd("WAIT")), after_confirm);
+        assert_eq!(routes(&redis::cmd("PING")), Route::Commands);
+        assert_eq!(routes(&redis::cmd("WAIT")), Route::Commands, "not right after one");
         let back = unpacked(&try_buy.get_packed_command()).expect("parses");
         assert_eq!(back.get_packed_command(), try_buy.get_packed_command());
         assert!(unpacked(b"+OK\r\n").is_none());

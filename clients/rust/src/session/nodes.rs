@@ -31,9 +31,25 @@ pub(crate) struct Settings {
 /// One node's connection, made once by whichever call needs it first.
 #[derive(Default)]
 struct Node {
-    con: Mutex<Option<MultiplexedConnection>>,
+    /// The connection, and which of the node's connections it is (1 for the first).
+    con: Mutex<Option<(MultiplexedConnection, u64)>>,
     /// Held while connecting, so that the calls waiting for the node connect once.
     connecting: tokio::sync::Mutex<()>,
+    /// Connections made to the node so far.
+    made: AtomicU64,
+    /// The `WAIT`s (and `WAITAOF`s) sent on the node's connections, by their arguments.
+    waits: Mutex<HashMap<Vec<u8>, Arc<Rounds>>>,
+}
+
+/// The group acknowledgement of one node: a `WAIT` counts every earlier write of its
+/// connection, so the writes whose answers came while one was on its way share the next one,
+/// sent once that one is back (a `WAIT` holds its connection in the server: one at a time).
+#[derive(Default)]
+struct Rounds {
+    /// WAITs begun.
+    started: AtomicU64,
+    /// The last one's round, its connection, and its answer; held while one is on its way.
+    last: tokio::sync::Mutex<Option<(u64, u64, RedisResult<Value>)>>,
 }
 
 pub(crate) struct Nodes {
@@ -41,6 +57,7 @@ pub(crate) struct Nodes {
     nodes: Mutex<HashMap<Arc<str>, Arc<Node>>>,
     health: Health,
     connects: AtomicU64,
+    waits: AtomicU64,
 }
 
 impl Nodes {
@@ -50,6 +67,7 @@ impl Nodes {
             nodes: Mutex::new(HashMap::new()),
             health: Health::default(),
             connects: AtomicU64::new(0),
+            waits: AtomicU64::new(0),
         }
     }
 
@@ -64,8 +82,19 @@ impl Nodes {
 
     /// `cmd` on `node`, after `ASKING` in the same write when `asking`.
     pub async fn call(&self, node: &Arc<str>, cmd: &Cmd, asking: bool) -> RedisResult<Value> {
+        Ok(self.call_on(node, cmd, asking).await?.0)
+    }
+
+    /// [`Nodes::call`], and which of the node's connections it went on (for
+    /// [`Nodes::shared_wait`]).
+    pub async fn call_on(
+        &self,
+        node: &Arc<str>,
+        cmd: &Cmd,
+        asking: bool,
+    ) -> RedisResult<(Value, u64)> {
         let budget = self.settings.response_timeout + blocking_time(cmd);
-        let con = self.connection(node).await?;
+        let (con, made) = self.connection(node).await?;
         let result = if asking {
             let mut pipeline = redis::pipe();
             pipeline.cmd("ASKING").add_command(cmd.clone());
@@ -80,7 +109,49 @@ impl Nodes {
             within(budget, async move { con.send_packed_command(cmd).await }).await
         };
         self.judge(node, &result);
-        result
+        result.map(|value| (value, made))
+    }
+
+    /// `wait` (a `WAIT` or `WAITAOF`) for a write made on `node`'s connection `made`: the
+    /// answer of a `WAIT` sent on that connection after the write's answer came (so it counts
+    /// the write), shared with every write in the same case: one is sent per round, not one
+    /// per write. The connection gone since the write: a lost call (the write is the caller's
+    /// to send again under its attempt id).
+    pub async fn shared_wait(&self, node: &Arc<str>, wait: &Cmd, made: u64) -> RedisResult<Value> {
+        let entry = self.entry(node, true).expect("made when missing");
+        let rounds = lock(&entry.waits)
+            .entry(wait.get_packed_command())
+            .or_default()
+            .clone();
+        let wanted = rounds.started.load(Ordering::SeqCst) + 1;
+        let mut last = rounds.last.lock().await;
+        if let Some((round, on, answer)) = &*last
+            && *round >= wanted
+            && *on == made
+        {
+            return answer.clone();
+        }
+        let round = rounds.started.fetch_add(1, Ordering::SeqCst) + 1;
+        let answer = match self.connection(node).await {
+            Ok((con, now)) if now == made => {
+                let budget = self.settings.response_timeout + blocking_time(wait);
+                let mut con = con;
+                let answer =
+                    within(budget, async move { con.send_packed_command(wait).await }).await;
+                self.judge(node, &answer);
+                answer
+            }
+            Ok(_) => Err(gone(node)),
+            Err(e) => Err(e),
+        };
+        *last = Some((round, made, answer.clone()));
+        self.waits.fetch_add(1, Ordering::Relaxed);
+        answer
+    }
+
+    /// How many shared `WAIT`s were sent.
+    pub fn waits(&self) -> u64 {
+        self.waits.load(Ordering::Relaxed)
     }
 
     /// `pipeline`'s commands on `node`.
@@ -91,7 +162,7 @@ impl Nodes {
         offset: usize,
         count: usize,
     ) -> RedisResult<Vec<Value>> {
-        let mut con = self.connection(node).await?;
+        let (mut con, _) = self.connection(node).await?;
         let budget = self.settings.response_timeout;
         let result = within(budget, async move {
             con.send_packed_commands(pipeline, offset, count).await
@@ -136,7 +207,7 @@ impl Nodes {
 
     /// `node`'s connection, made now if it has none; fails at once, sending nothing, while
     /// the node is down and not due for its probe.
-    async fn connection(&self, node: &Arc<str>) -> RedisResult<MultiplexedConnection> {
+    async fn connection(&self, node: &Arc<str>) -> RedisResult<(MultiplexedConnection, u64)> {
         if self.is_down(node) {
             return Err(not_sent(node));
         }
@@ -151,8 +222,9 @@ impl Nodes {
         let connected = within(self.settings.connect_timeout, self.connect(node)).await;
         match connected {
             Ok(con) => {
-                *lock(&entry.con) = Some(con.clone());
-                Ok(con)
+                let made = entry.made.fetch_add(1, Ordering::Relaxed) + 1;
+                *lock(&entry.con) = Some((con.clone(), made));
+                Ok((con, made))
             }
             Err(e) => {
                 self.health.failed(node, Instant::now());
@@ -195,6 +267,7 @@ fn blocking_time(cmd: &Cmd) -> Duration {
     let name = args.first().map(|name| name.to_ascii_uppercase());
     let ms = match name.as_deref() {
         Some(b"WAIT") => number(2),
+        Some(b"WAITAOF") => number(3),
         _ => args
             .iter()
             .position(|arg| arg.eq_ignore_ascii_case(b"BLOCK"))
@@ -224,6 +297,15 @@ fn not_sent(node: &str) -> redis::RedisError {
     std::io::Error::new(
         std::io::ErrorKind::ConnectionRefused,
         format!("{node} is down (it failed lately): not sent; next probe soon"),
+    )
+    .into()
+}
+
+/// A `WAIT` for a write whose connection is gone: it would count nothing of that write.
+fn gone(node: &str) -> redis::RedisError {
+    std::io::Error::new(
+        std::io::ErrorKind::ConnectionReset,
+        format!("{node}: the connection of the write waited for is gone"),
     )
     .into()
 }

@@ -37,9 +37,11 @@ const READ_EVERY: Duration = Duration::from_millis(250);
 pub struct ClusterSession {
     topology: Arc<Topology>,
     nodes: Arc<Nodes>,
-    /// The node of this clone's last command: a `WAIT` goes there (it counts the writes of
-    /// its connection).
+    /// The node of this clone's last command: what keeps a write (`INFO replication`, a
+    /// `WAIT`, which counts the writes of its connection) goes there.
     last_node: Option<Arc<str>>,
+    /// The node and which of its connections the last command with a key went on.
+    last_connection: Option<(Arc<str>, u64)>,
 }
 
 /// How to make a [`ClusterSession`]: the nodes to start from, and its timeouts.
@@ -106,6 +108,7 @@ impl ClusterSessionBuilder {
             topology,
             nodes,
             last_node: None,
+            last_connection: None,
         })
     }
 }
@@ -161,12 +164,19 @@ impl ClusterSession {
             topology: self.topology.clone(),
             nodes: Arc::new(Nodes::new(self.nodes.settings().clone())),
             last_node: None,
+            last_connection: None,
         }
     }
 
     /// How many connections this session's clones made (one per node, more after failures).
     pub fn connects(&self) -> u64 {
         self.nodes.connects()
+    }
+
+    /// How many `WAIT`s (and `WAITAOF`s) its clones sent for writes, each shared by the
+    /// writes its connection had answered before it was sent.
+    pub fn waits(&self) -> u64 {
+        self.nodes.waits()
     }
 
     /// How many times the slot map was read.
@@ -187,7 +197,10 @@ impl ClusterSession {
                 (Some(slot), node)
             }
             None => {
-                let node = self.last_node.clone().filter(|_| is_wait(cmd));
+                let node = self
+                    .last_node
+                    .clone()
+                    .filter(|_| super::is_follow_up(super::name_of(cmd)));
                 let node = node.or_else(|| map.masters().first().cloned());
                 (None, node.unwrap_or_else(|| self.topology.seeds[0].clone()))
             }
@@ -196,23 +209,42 @@ impl ClusterSession {
 
     async fn call(&mut self, cmd: &Cmd) -> RedisResult<Value> {
         let (slot, mut node) = self.target(cmd);
+        if slot.is_none()
+            && is_wait(cmd)
+            && let Some((written, made)) = &self.last_connection
+            && *written == node
+        {
+            let made = *made;
+            // After a write: one WAIT shared by the writes of this connection.
+            return self
+                .nodes
+                .shared_wait(&node, cmd, made)
+                .await
+                .and_then(top_error);
+        }
         let mut asking = false;
         let mut redirects = 0;
         loop {
             let result = self
                 .nodes
-                .call(&node, cmd, asking)
+                .call_on(&node, cmd, asking)
                 .await
-                .and_then(top_error);
-            let Err(e) = &result else {
-                self.last_node = Some(node);
-                return result;
+                .and_then(|(value, made)| Ok((top_error(value)?, made)));
+            let e = match result {
+                Ok((value, made)) => {
+                    if slot.is_some() {
+                        self.last_connection = Some((node.clone(), made));
+                    }
+                    self.last_node = Some(node);
+                    return Ok(value);
+                }
+                Err(e) => e,
             };
-            if lost(e) {
+            if lost(&e) {
                 self.topology.stale(&self.nodes);
             }
             let code = e.code();
-            let to = redirect(e).map(|(host, port)| Arc::<str>::from(format!("{host}:{port}")));
+            let to = redirect(&e).map(|(host, port)| Arc::<str>::from(format!("{host}:{port}")));
             match (code, to) {
                 (Some("MOVED"), Some(to)) if redirects < MAX_REDIRECTS => {
                     if let Some(slot) = slot {
@@ -226,7 +258,7 @@ impl ClusterSession {
                 }
                 _ => {
                     self.last_node = Some(node);
-                    return result;
+                    return Err(e);
                 }
             }
             redirects += 1;
@@ -335,8 +367,10 @@ fn no_cluster(e: &redis::RedisError) -> bool {
     e.code() == Some("ERR") && e.to_string().contains("cluster support disabled")
 }
 
+/// A `WAIT` or a `WAITAOF`: shared between the writes it counts.
 fn is_wait(cmd: &Cmd) -> bool {
-    super::name_of(cmd).eq_ignore_ascii_case(b"WAIT")
+    let name = super::name_of(cmd);
+    name.eq_ignore_ascii_case(b"WAIT") || name.eq_ignore_ascii_case(b"WAITAOF")
 }
 
 /// A reply that is an error, as the call's error (so that a redirect is seen as one).
