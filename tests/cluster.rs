@@ -179,9 +179,27 @@ fn buy_async(
                             let i = next.fetch_add(1, Ordering::Relaxed);
                             let Some(user) = attempts.get(i) else { break };
                             let mut tries = 0;
+                            // A purchase no replica acknowledged in time is sent again under
+                            // its attempt id, as a service would.
+                            let mut again: Option<String> = None;
                             let reply = loop {
-                                match aio::FlashSale::try_buy(&*sale, &mut con, user, 1).await {
+                                let answer = match &again {
+                                    Some(id) => {
+                                        let sale = &*sale;
+                                        aio::FlashSale::try_buy_again(sale, &mut con, user, 1, id)
+                                            .await
+                                    }
+                                    None => {
+                                        aio::FlashSale::try_buy(&*sale, &mut con, user, 1).await
+                                    }
+                                };
+                                match answer {
                                     Ok(reply) => break reply,
+                                    Err(Error::NotReplicated { attempt_id, .. }) if tries < 100 => {
+                                        again = attempt_id;
+                                        tries += 1;
+                                        mine.retried_errors += 1;
+                                    }
                                     Err(
                                         Error::Redis(_)
                                         | Error::OutcomeUnknown { .. }
@@ -288,9 +306,19 @@ fn buy_sync(
         let i = next.fetch_add(1, Ordering::Relaxed);
         let Some(user) = attempts.get(i) else { break };
         let mut tries = 0;
+        let mut again: Option<String> = None;
         let reply = loop {
-            match sale.try_buy(&mut con, user, 1) {
+            let answer = match &again {
+                Some(id) => sale.try_buy_again(&mut con, user, 1, id),
+                None => sale.try_buy(&mut con, user, 1),
+            };
+            match answer {
                 Ok(reply) => break reply,
+                Err(Error::NotReplicated { attempt_id, .. }) if tries < 100 => {
+                    again = attempt_id;
+                    tries += 1;
+                    mine.retried_errors += 1;
+                }
                 Err(Error::Redis(_)) if tries < 100 => {
                     tries += 1;
                     mine.retried_errors += 1;

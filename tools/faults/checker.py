@@ -7,8 +7,11 @@ Errors (a run with any is red):
 - over LIMIT: a user owning more than the sale's LIMIT;
 - double purchase: a user owning more units than its purchases that were ``ok`` or ``info``
   (each user buys once: a second unit is a purchase applied twice, or one told ``fail``);
-- lost replicated purchase: ``try_buy_acked`` answered with a replica's acknowledgement and
-  not owned at the end;
+- lost kept purchase: ``try_buy`` on a handle of the default durability answered "bought"
+  (a replica acknowledged it) and not owned at the end (``buy``; ``buy_acked`` with an
+  acknowledgement, in histories of the harness before #51);
+- lost kept confirm: ``confirm`` (default durability) answered True and the unit not owned at
+  the end;
 - fences: the store accepted writes out of fence order, or two holders' accepted writes
   interleaved, or one fence granted to two holders;
 - holds (the sale made with HOLD, each user holding once, then confirming, cancelling or
@@ -16,9 +19,9 @@ Errors (a run with any is red):
   its holds that were ``ok`` or ``info``, or owning a unit it never sent a confirm for (a
   cancelled or expired hold that did not go back to stock).
 
-Reported, not judged: purchases acknowledged without a replica and lost (the window Redis
-admits), with when; confirms answered True whose unit is gone (the same window); ``info``
-purchases owned or not; availability per phase."""
+Reported, not judged: purchases answered by a ``durability="master"`` handle and lost (the
+window the default closes), with when; ``NotReplicated`` answers, owned at the end or not;
+``info`` purchases owned or not; availability per phase."""
 
 from __future__ import annotations
 
@@ -57,9 +60,10 @@ class FinalState:
 class Verdict:
     errors: List[str] = field(default_factory=list)
     lost_unreplicated: List[Tuple[float, str]] = field(default_factory=list)
-    lost_confirms: List[Tuple[float, str]] = field(default_factory=list)
     info_owned: int = 0
     info_not_owned: int = 0
+    not_replicated_owned: int = 0
+    not_replicated_not_owned: int = 0
     phases: Dict[str, Dict[str, Any]] = field(default_factory=dict)
 
     @property
@@ -75,8 +79,21 @@ def _by_user(ops: List[Op], *names: str) -> Dict[str, List[Op]]:
     return by_user
 
 
-def _replicated(op: Op) -> bool:
-    return op.f == "buy_acked" and op.type == OK and isinstance(op.value, list) and op.value[1] >= 1
+#: The purchases of the run: kept (default durability), master-only, and the old harness's.
+PURCHASES = ("buy", "buy_master", "buy_acked")
+
+
+def _kept(op: Op) -> bool:
+    """Whether ``op`` was told "bought" with a replica's acknowledgement."""
+    if op.type != OK:
+        return False
+    if op.f == "buy":
+        return True
+    return op.f == "buy_acked" and isinstance(op.value, list) and op.value[1] >= 1
+
+
+def _not_replicated(op: Op) -> bool:
+    return op.type == INFO and isinstance(op.value, dict) and "not_replicated" in op.value
 
 
 def check_units(final: SaleState, verdict: Verdict) -> None:
@@ -94,19 +111,24 @@ def check_units(final: SaleState, verdict: Verdict) -> None:
 
 def check_sale(ops: List[Op], final: SaleState, verdict: Verdict) -> None:
     check_units(final, verdict)
-    for user, purchases in _by_user(ops, "buy", "buy_acked").items():
+    for user, purchases in _by_user(ops, *PURCHASES).items():
         owned = final.owned.get(user, 0)
         possible = sum(1 for op in purchases if op.type in (OK, INFO))
         if owned > possible:
             verdict.errors.append(f"double purchase: {user} owns {owned}, "
                                   f"{possible} purchase(s) may have applied")
         told = sum(1 for op in purchases if op.type == OK)
-        if any(_replicated(op) for op in purchases) and owned < told:
-            verdict.errors.append(f"lost replicated purchase: {user} (acknowledged by a replica) owns {owned}")
+        if any(_kept(op) for op in purchases) and owned < told:
+            verdict.errors.append(f"lost kept purchase: {user} (acknowledged by a replica) owns {owned}")
         elif owned < told:
             verdict.lost_unreplicated += [(op.end, user) for op in purchases if op.type == OK]
         for op in purchases:
-            if op.type == INFO:
+            if _not_replicated(op):
+                if owned:
+                    verdict.not_replicated_owned += 1
+                else:
+                    verdict.not_replicated_not_owned += 1
+            elif op.type == INFO:
                 if owned:
                     verdict.info_owned += 1
                 else:
@@ -127,7 +149,12 @@ def check_holds(ops: List[Op], final: SaleState, verdict: Verdict) -> None:
     for user, ops_of_user in confirms.items():
         for op in ops_of_user:
             if op.type == OK and op.value is True and not final.owned.get(user):
-                verdict.lost_confirms.append((op.end, user))
+                verdict.errors.append(f"lost kept confirm: {user} (acknowledged by a replica) owns nothing")
+            elif _not_replicated(op):
+                if final.owned.get(user):
+                    verdict.not_replicated_owned += 1
+                else:
+                    verdict.not_replicated_not_owned += 1
 
 
 def check_locks(ops: List[Op], final: FinalState, verdict: Verdict) -> None:
@@ -160,7 +187,7 @@ def availability(ops: List[Op], faults: List[Fault], verdict: Verdict) -> None:
     """Per phase: the share of purchases answered ok or fail (a definite answer), and latency."""
     by_phase: Dict[str, List[Op]] = defaultdict(list)
     for op in ops:
-        if op.f in ("buy", "buy_acked"):
+        if op.f in PURCHASES:
             by_phase[_phase(op.start, faults)].append(op)
     for phase, phase_ops in sorted(by_phase.items()):
         latencies = sorted(op.end - op.start for op in phase_ops)

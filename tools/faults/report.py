@@ -8,7 +8,7 @@ import os
 from collections import Counter
 from typing import List
 
-from .checker import Verdict
+from .checker import PURCHASES, Verdict
 from .history import FAIL, INFO, OK, Fault, Op
 
 COLOURS = {"partition": "#f4a3a3", "kill": "#a3c4f4", "pause-short": "#f4e3a3", "pause-long": "#e3a3f4",
@@ -21,7 +21,7 @@ def plot(ops: List[Op], faults: List[Fault], verdict: Verdict, path: str, t0: fl
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    buys = [op for op in ops if op.f in ("buy", "buy_acked")]
+    buys = [op for op in ops if op.f in PURCHASES]
     fig, (rate, latency) = plt.subplots(2, 1, figsize=(12, 6), sharex=True)
     for kind, colour in ((OK, "tab:green"), (FAIL, "tab:blue"), (INFO, "tab:orange")):
         per_second = Counter(int(op.end - t0) for op in buys if op.type == kind)
@@ -62,18 +62,19 @@ def markdown(seed: int, seconds: float, plants: List[str], faults: List[Fault], 
     lines += [f"- {error}" for error in verdict.errors[:50]]
     counts = Counter((op.f, op.type) for op in ops)
     lines += ["", "| operation | ok | fail | info |", "| --- | --- | --- | --- |"]
-    for f in ("buy", "buy_acked", "hold", "confirm", "cancel", "lock"):
+    for f in ("buy", "buy_master", "buy_acked", "hold", "confirm", "cancel", "lock"):
         lines.append(f"| {f} | {counts[(f, OK)]} | {counts[(f, FAIL)]} | {counts[(f, INFO)]} |")
-    lines += ["", f"Purchases acknowledged without a replica and lost (the window Redis admits): "
+    lines += ["", f"Purchases answered by a `durability=\"master\"` handle and lost (the window the default "
+              f"closes): "
               f"{len(verdict.lost_unreplicated)}"
               + (f", at {', '.join(f'{at - t0:.1f} s' for at, _ in verdict.lost_unreplicated[:20])}"
                  if verdict.lost_unreplicated else "") + ".",
               "By fault: " + (", ".join(f"{kind} {n}" for kind, n in Counter(
-                  during(at, faults) for at, _ in verdict.lost_unreplicated + verdict.lost_confirms).most_common())
-                  or "none") + " (lost purchases and confirms, by the fault they were answered in).",
-              f"Confirms answered True whose unit is gone (the same window): {len(verdict.lost_confirms)}"
-              + (f", at {', '.join(f'{at - t0:.1f} s' for at, _ in verdict.lost_confirms[:20])}"
-                 if verdict.lost_confirms else "") + ".",
+                  during(at, faults) for at, _ in verdict.lost_unreplicated).most_common())
+                  or "none") + " (the lost master-only purchases, by the fault they were answered in).",
+              f"Answers `NotReplicated` (purchases, holds and confirms applied by the master, no replica's "
+              f"acknowledgement in time): {verdict.not_replicated_owned} owned at the end, "
+              f"{verdict.not_replicated_not_owned} not.",
               f"Purchases with an unknown outcome: {verdict.info_owned} owned, {verdict.info_not_owned} not.",
               "", "| phase | purchases | definite answers | bought | p50 ms | p99 ms |",
               "| --- | --- | --- | --- | --- | --- |"]

@@ -57,33 +57,38 @@ def test_a_purchase_applied_twice_or_told_failed_and_owned_is_an_error() -> None
     assert any("double purchase" in e for e in errors([buy("a", FAIL, -1)], final({"a": 1})))
 
 
-def test_a_lost_replicated_purchase_is_an_error_an_unreplicated_one_is_reported() -> None:
-    assert any("lost replicated" in e for e in errors([buy("a", OK, [3, 1], "buy_acked")], final({})))
-    verdict = check([buy("a", OK, [3, 0], "buy_acked"), buy("b", OK)], [], final({}))
+def test_a_lost_kept_purchase_is_an_error_a_master_only_one_is_reported() -> None:
+    assert any("lost kept purchase" in e for e in errors([buy("a", OK)], final({})))
+    assert any("lost kept purchase" in e for e in errors([buy("a", OK, [3, 1], "buy_acked")], final({})))
+    verdict = check([buy("a", OK, [3, 0], "buy_acked"), buy("b", OK, 3, "buy_master")], [], final({}))
     assert verdict.valid and len(verdict.lost_unreplicated) == 2
 
 
-def test_a_kept_unconfirmed_hold_a_double_hold_and_holds_left_are_errors_a_lost_confirm_reported() -> None:
-    def run(owned: Dict[str, int], ops: List[Op], held: int = 0) -> Tuple[List[str], int]:
+def test_not_replicated_answers_are_counted_owned_or_not() -> None:
+    not_replicated = {"not_replicated": 3}
+    verdict = check([buy("a", INFO, not_replicated), buy("b", INFO, not_replicated)], [], final({"a": 1}))
+    assert verdict.valid
+    assert (verdict.not_replicated_owned, verdict.not_replicated_not_owned) == (1, 1)
+    assert (verdict.info_owned, verdict.info_not_owned) == (0, 0)
+
+
+def test_a_kept_unconfirmed_hold_a_double_hold_holds_left_and_a_lost_kept_confirm_are_errors() -> None:
+    def run(owned: Dict[str, int], ops: List[Op], held: int = 0) -> List[str]:
         state = final({})
         sold = sum(owned.values())
         state.holds = SaleState(10, 0, 10 - sold - held, held, sold, 0, 1, owned)
-        verdict = check(ops, [], state)
-        return verdict.errors, len(verdict.lost_confirms)
+        return check(ops, [], state).errors
 
     confirmed = [buy("a", OK, 3, "hold"), buy("a", OK, True, "confirm")]
-    assert run({"a": 1}, confirmed) == ([], 0)
-    assert run({"a": 1}, [buy("a", INFO, "timeout", "hold"), buy("a", INFO, "timeout", "confirm")]) == ([], 0)
-    assert run({}, [buy("b", OK, 3, "hold"), buy("b", OK, 1, "cancel")]) == ([], 0)
-    kept, _ = run({"b": 1}, [buy("b", OK, 3, "hold"), buy("b", OK, 1, "cancel")])
-    assert any("unconfirmed hold kept" in e for e in kept)
-    kept, _ = run({"c": 1}, [buy("c", OK, 3, "hold")])
-    assert any("unconfirmed hold kept" in e for e in kept)
-    double, _ = run({"a": 1}, [buy("a", FAIL, -1, "hold"), buy("a", OK, True, "confirm")])
+    assert run({"a": 1}, confirmed) == []
+    assert run({"a": 1}, [buy("a", INFO, "timeout", "hold"), buy("a", INFO, "timeout", "confirm")]) == []
+    assert run({}, [buy("b", OK, 3, "hold"), buy("b", OK, 1, "cancel")]) == []
+    assert any("unconfirmed hold kept" in e for e in run({"b": 1}, [buy("b", OK, 3, "hold"), buy("b", OK, 1, "cancel")]))
+    assert any("unconfirmed hold kept" in e for e in run({"c": 1}, [buy("c", OK, 3, "hold")]))
+    double = run({"a": 1}, [buy("a", FAIL, -1, "hold"), buy("a", OK, True, "confirm")])
     assert any("double hold" in e for e in double)
-    left, _ = run({}, [], held=1)
-    assert any("holds left" in e for e in left)
-    assert run({}, confirmed) == ([], 1)
+    assert any("holds left" in e for e in run({}, [], held=1))
+    assert any("lost kept confirm" in e for e in run({}, confirmed))
 
 
 def test_fences_out_of_order_shared_or_granted_twice_are_errors() -> None:

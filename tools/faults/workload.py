@@ -1,6 +1,7 @@
-"""One client process of the run: asyncio buyers of the partitioned sale (``try_buy`` and
-``try_buy_acked(replicas=1)``; every fifth purchase a hold on the sale made with HOLD, then
-confirmed, cancelled or left to expire) and lock holders writing to the fenced store, every
+"""One client process of the run: asyncio buyers of the partitioned sale (``try_buy`` on a
+handle of the default durability, a replica's acknowledgement, and on one of
+``durability="master"`` in turn; every fifth purchase a hold on the sale made with HOLD, default
+durability too, then confirmed, cancelled or left to expire) and lock holders writing to the fenced store, every
 operation written to stdout as a history line. Every connection of the process leaves from its own
 loopback address (``--source``), so that a partition can put these clients on one side.
 
@@ -24,7 +25,7 @@ import redis.asyncio.connection
 
 import seckill
 import seckill.asyncio
-from seckill import LockTimeout, OutcomeUnknownError, RetryPolicy, UnavailableError
+from seckill import LockTimeout, NotReplicatedError, OutcomeUnknownError, RetryPolicy, UnavailableError
 
 from .history import FAIL, INFO, OK, Op, write
 from .store import FencedStore
@@ -70,6 +71,9 @@ class Workload:
         retry = RetryPolicy(deadline_s=DEADLINE_S)
         self.sale = await seckill.asyncio.PartitionedSale.open(self.client, self.o.sale, retry=retry,
                                                                local_cache=self.o.cache)
+        # The answer without a replica's acknowledgement, to show the window it leaves open.
+        self.master_only = await seckill.asyncio.PartitionedSale.open(
+            self.client, self.o.sale, retry=retry, local_cache=self.o.cache, durability="master")
         self.holds = await seckill.asyncio.PartitionedSale.open(self.client, self.o.holds, retry=retry)
         tasks = [self.buyer(n) for n in range(self.o.buyers)]
         tasks += [self.holder(n, library=(n % 2 == 0)) for n in range(self.o.holders)]
@@ -86,25 +90,24 @@ class Workload:
                 await self.hold(process, user)
                 await asyncio.sleep(PACE_S)
                 continue
-            acked = "no-ids" not in self.plants and count % 2 == 0
+            master_only = "no-ids" not in self.plants and count % 2 == 0
             started = time.time()
-            kind, value = await self.buy(self.sale, user, acked)
-            self.record(Op(process, "buy_acked" if acked else "buy", started, time.time(), kind,
+            kind, value = await self.buy(self.master_only if master_only else self.sale, user)
+            self.record(Op(process, "buy_master" if master_only else "buy", started, time.time(), kind,
                            {"user": user}, value))
             await asyncio.sleep(PACE_S)
 
-    async def buy(self, sale: seckill.asyncio.PartitionedSale, user: str, acked: bool) -> Tuple[str, Any]:
+    async def buy(self, sale: seckill.asyncio.PartitionedSale, user: str) -> Tuple[str, Any]:
         try:
             if "no-ids" in self.plants:
                 reply = await self.bare_try(sale, user)
                 return (OK if reply >= 0 else FAIL), reply
-            if acked:
-                reply, acks = await sale.try_buy_acked(user, replicas=1, timeout_ms=500)
-                return (OK if reply >= 0 else FAIL), [reply, acks]
             reply = await sale.try_buy(user)
             return (OK if reply >= 0 else FAIL), reply
         except UnavailableError as error:
             return FAIL, f"unavailable: {error}"
+        except NotReplicatedError as error:
+            return INFO, {"not_replicated": error.reply}
         except (OutcomeUnknownError, redis.RedisError, OSError, asyncio.TimeoutError) as error:
             return INFO, f"{type(error).__name__}: {error}"
 
@@ -112,7 +115,7 @@ class Workload:
         """A hold on the holds sale, then half the time a confirm, a quarter a cancel, and
         otherwise nothing: the hold expires on the server."""
         started = time.time()
-        kind, value = await self.buy(self.holds, user, acked=False)
+        kind, value = await self.buy(self.holds, user)
         self.record(Op(process, "hold", started, time.time(), kind, {"user": user}, value))
         if kind != OK:
             return
@@ -126,6 +129,8 @@ class Workload:
             kind, value = OK, result
         except UnavailableError as error:
             kind, value = FAIL, f"unavailable: {error}"
+        except NotReplicatedError as error:
+            kind, value = INFO, {"not_replicated": error.reply}
         except (seckill.SeckillError, redis.RedisError, OSError, asyncio.TimeoutError) as error:
             # A confirm is sent once, through the application's client: whether a lost answer
             # applied is unknown.

@@ -174,7 +174,7 @@ macro_rules! impl_async_flash_sale {
                         &mut Tokio::within(con, self.0.retry_policy().deadline),
                         user.as_ref(),
                         qty,
-                        None,
+                        (None, true),
                     )
                     .await?
                     .0)
@@ -193,7 +193,7 @@ macro_rules! impl_async_flash_sale {
                         &mut Tokio::within(con, self.0.retry_policy().deadline),
                         user.as_ref(),
                         qty,
-                        Some(attempt_id),
+                        (Some(attempt_id), true),
                     )
                     .await?
                     .0)

@@ -249,7 +249,8 @@ mod tests {
 
     const WITH: &str = "# Replication\r\nrole:master\r\nconnected_slaves:1\r\n\
         slave0:ip=127.0.0.1,port=7001,state=online,offset=42,lag=0\r\nmaster_replid:aaa\r\n";
-    const WITHOUT: &str = "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_replid:aaa\r\n";
+    const WITHOUT: &str =
+        "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_replid:aaa\r\n";
 
     #[test]
     fn the_ack_timeout_is_a_tenth_of_the_deadline_within_bounds() {
@@ -283,9 +284,15 @@ mod tests {
     fn the_command_that_waits_and_what_its_answer_says() {
         let replica = Keep::of(Durability::Replica, Duration::from_millis(250)).unwrap();
         assert!(Keep::of(Durability::Master, Duration::from_millis(250)).is_none());
-        assert!(replica.command(false).is_none(), "no replica: nothing to wait for");
+        assert!(
+            replica.command(false).is_none(),
+            "no replica: nothing to wait for"
+        );
         let wait = replica.command(true).unwrap();
-        assert_eq!(crate::routing::command_args(&wait), [&b"WAIT"[..], b"1", b"250"]);
+        assert_eq!(
+            crate::routing::command_args(&wait),
+            [&b"WAIT"[..], b"1", b"250"]
+        );
         assert!(replica.kept(&Value::Int(1), true));
         assert!(!replica.kept(&Value::Int(0), true));
         let aof = Keep::of(Durability::Aof, Duration::from_millis(250)).unwrap();
@@ -302,7 +309,10 @@ mod tests {
             (Value::SimpleString("a".into()), Value::Int(1)),
             (Value::SimpleString("b".into()), Value::Int(0)),
         ]);
-        assert!(!replica.kept(&per_node, true), "every master asked must have it");
+        assert!(
+            !replica.kept(&per_node, true),
+            "every master asked must have it"
+        );
     }
 
     #[test]

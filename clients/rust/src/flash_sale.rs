@@ -207,7 +207,7 @@ macro_rules! impl_flash_sale {
                 qty: u64,
             ) -> $crate::Result<$crate::TryReply> {
                 let link = &mut $crate::link::Blocking(con);
-                Ok($crate::link::block_on(self.buy_on(link, user.as_ref(), qty, None))?.0)
+                Ok($crate::link::block_on(self.buy_on(link, user.as_ref(), qty, (None, true)))?.0)
             }
 
             fn try_buy_again<C: redis::ConnectionLike>(
@@ -218,7 +218,7 @@ macro_rules! impl_flash_sale {
                 attempt_id: &str,
             ) -> $crate::Result<$crate::TryReply> {
                 let link = &mut $crate::link::Blocking(con);
-                let bought = self.buy_on(link, user.as_ref(), qty, Some(attempt_id));
+                let bought = self.buy_on(link, user.as_ref(), qty, (Some(attempt_id), true));
                 Ok($crate::link::block_on(bought)?.0)
             }
 

@@ -124,10 +124,19 @@ async fn retried_and_kept<L: Link>(
     keeping: Keeping<'_>,
 ) -> Result<i64> {
     loop {
-        let reply: i64 = query_retried(link, retrier, write).await?;
+        let sent = query_retried(link, retrier, write).await;
+        if sent.is_err() || retrier.retried() {
+            // A lost answer may have been a failover: the next master's replicas are looked
+            // at anew (its history is another).
+            keeping.replicas.forget(key);
+        }
+        let reply: i64 = sent?;
         match keeping.keep(link, key, change, &Value::Int(reply)).await {
             Ok(true) => return Ok(reply),
             Ok(false) => {
+                // Its replica may be gone for good, or the key on another master since: the
+                // next write looks again (the same history keeps waiting for the replica).
+                keeping.replicas.forget(key);
                 return Err(Error::NotReplicated {
                     reply,
                     attempt_id: Some(retrier.attempt_id().to_string()),
@@ -151,8 +160,12 @@ pub(crate) async fn kept_write<L: Link, T: redis::FromRedisValue>(
     (key, change): (&str, Change),
     keeping: Keeping<'_>,
 ) -> Result<T> {
-    let reply: Value = link.query(write).await?;
+    let reply: Value = link
+        .query(write)
+        .await
+        .inspect_err(|_| keeping.replicas.forget(key))?;
     if !keeping.keep(link, key, change, &reply).await? {
+        keeping.replicas.forget(key);
         let reply = match reply {
             Value::Int(n) => n,
             _ => 0,

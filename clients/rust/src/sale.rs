@@ -128,6 +128,14 @@ impl Sale {
         self
     }
 
+    /// What this handle's writes wait for: nothing unless `kept`.
+    fn keeping_if(&self, kept: bool) -> Keeping<'_> {
+        Keeping {
+            keep: self.keeping().keep.filter(|_| kept),
+            replicas: &self.keeper.replicas,
+        }
+    }
+
     /// What this handle's writes wait for.
     fn keeping(&self) -> Keeping<'_> {
         Keeping {
@@ -210,11 +218,11 @@ impl Sale {
         link: &mut L,
         user: &[u8],
         qty: u64,
-        attempt: Option<&str>,
+        (attempt, kept): (Option<&str>, bool),
     ) -> Result<(TryReply, bool)> {
         key::check_call(user, Some(qty))?;
         key::check_attempt_id(attempt)?;
-        let server = self.buy_on_server(link, user, qty, attempt);
+        let server = self.buy_on_server(link, user, qty, (attempt, kept));
         crate::flash_sale::through_cache(self.cached.as_ref(), &self.counters, server).await
     }
 
@@ -223,7 +231,7 @@ impl Sale {
         link: &mut L,
         user: &[u8],
         qty: u64,
-        attempt: Option<&str>,
+        (attempt, kept): (Option<&str>, bool),
     ) -> Result<(TryReply, bool)> {
         self.counters.tries.fetch_add(1, Ordering::Relaxed);
         let _turn = self.turns.take(user).await;
@@ -234,7 +242,7 @@ impl Sale {
             &mut retrier,
             (&self.key, user, qty),
             &attempt,
-            self.keeping(),
+            self.keeping_if(kept),
         )
         .await?;
         // A `Sale` on one partition of a partitioned sale: that key alone has no units.
@@ -253,7 +261,8 @@ impl Sale {
         qty: u64,
         wait: (u64, u64),
     ) -> Result<(TryReply, u64)> {
-        let bought = self.buy_on(link, user, qty, None).await?;
+        // The purchase waits for what the caller asked, not the handle's durability too.
+        let bought = self.buy_on(link, user, qty, (None, false)).await?;
         key::with_acknowledgement(link, bought, wait).await
     }
 

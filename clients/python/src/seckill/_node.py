@@ -230,8 +230,10 @@ class NodeConnections:
             return None
         (answer,) = _exchange(connection, (command,), ack_read_timeout(keep, effect.timeout_s))
         kept = keep.kept(answer, replica)
-        if not kept and self._unkept.due():
-            self.refresh_topology()  # the replica may be gone for good: the map says so
+        if not kept:
+            self.replicas.forget(name)  # looked at again: the same history keeps waiting
+            if self._unkept.due():
+                self.refresh_topology()  # the replica may be gone for good: the map says so
         return kept
 
 

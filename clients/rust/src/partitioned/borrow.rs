@@ -189,18 +189,17 @@ impl PartitionedSale {
         // The units lent must not come back to the source while the target has them: a LEND
         // a failover of the source's master could take back is not absorbed (its transfer stays
         // pending, for the next borrow or recover), and the purchase tries again in its time.
-        let lent: u64 = match key::kept_write(link, &lend, (from, Change::Units), self.keeping())
-            .await
-        {
-            Err(Error::NotReplicated { .. }) => {
-                let waited = std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!("loan {id} not acknowledged by a replica in time"),
-                );
-                return Err(Error::Redis(waited.into()));
-            }
-            other => other?,
-        };
+        let lent: u64 =
+            match key::kept_write(link, &lend, (from, Change::Units), self.keeping()).await {
+                Err(Error::NotReplicated { .. }) => {
+                    let waited = std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("loan {id} not acknowledged by a replica in time"),
+                    );
+                    return Err(Error::Redis(waited.into()));
+                }
+                other => other?,
+            };
         finish_transfer(link, from, id.as_bytes(), lent, to).await?;
         if lent > 0 {
             self.counters.transfers.fetch_add(1, Ordering::Relaxed);

@@ -168,6 +168,14 @@ impl PartitionedSale {
         self
     }
 
+    /// What this handle's writes wait for: nothing unless `kept`.
+    fn keeping_if(&self, kept: bool) -> Keeping<'_> {
+        Keeping {
+            keep: self.keeping().keep.filter(|_| kept),
+            replicas: &self.keeper.replicas,
+        }
+    }
+
     /// What this handle's writes wait for.
     pub(crate) fn keeping(&self) -> Keeping<'_> {
         Keeping {
@@ -233,11 +241,11 @@ impl PartitionedSale {
         link: &mut L,
         user: &[u8],
         qty: u64,
-        attempt: Option<&str>,
+        (attempt, kept): (Option<&str>, bool),
     ) -> Result<(TryReply, bool)> {
         key::check_call(user, Some(qty))?;
         key::check_attempt_id(attempt)?;
-        let server = self.buy_on_server(link, user, qty, attempt);
+        let server = self.buy_on_server(link, user, qty, (attempt, kept));
         crate::flash_sale::through_cache(self.cached.as_ref(), &self.counters, server).await
     }
 
@@ -246,7 +254,7 @@ impl PartitionedSale {
         link: &mut L,
         user: &[u8],
         qty: u64,
-        attempt: Option<&str>,
+        (attempt, kept): (Option<&str>, bool),
     ) -> Result<(TryReply, bool)> {
         let partition = self.partition_of(user) as usize;
         self.counters.tries.fetch_add(1, Ordering::Relaxed);
@@ -261,7 +269,7 @@ impl PartitionedSale {
                 &mut retrier,
                 (key, user, qty),
                 &attempt,
-                self.keeping(),
+                self.keeping_if(kept),
             )
             .await?;
             // The partition's master answered: a borrow may read it again at once.
@@ -314,7 +322,8 @@ impl PartitionedSale {
         qty: u64,
         wait: (u64, u64),
     ) -> Result<(TryReply, u64)> {
-        let bought = self.buy_on(link, user, qty, None).await?;
+        // The purchase waits for what the caller asked, not the handle's durability too.
+        let bought = self.buy_on(link, user, qty, (None, false)).await?;
         key::with_acknowledgement(link, bought, wait).await
     }
 

@@ -13,8 +13,8 @@ mod nodes;
 mod slot_map;
 pub(crate) mod tokio;
 
-use redis::cluster::{ClusterClientBuilder, ClusterConnection};
 use crate::routing::{command_key, key_slot};
+use redis::cluster::{ClusterClientBuilder, ClusterConnection};
 use redis::cluster_routing::{self, RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Client, Cmd, Connection, ConnectionLike, RedisResult, Value};
 use std::time::Duration;
@@ -329,18 +329,36 @@ mod tests {
         let slot = key_slot(b"{sale/0}");
         assert_eq!(routes(redis::cmd("GET").arg("x")), Route::Commands);
         assert_eq!(routes(&redis::cmd("PING")), Route::Commands);
-        assert_eq!(routes(&redis::cmd("WAIT")), Route::Commands, "no write before it");
+        assert_eq!(
+            routes(&redis::cmd("WAIT")),
+            Route::Commands,
+            "no write before it"
+        );
         assert_eq!(routes(&try_buy), Route::Purchase);
         let after_purchase = Route::FollowUp(Side::Purchases, slot);
-        assert_eq!(routes(redis::cmd("info").arg("replication")), after_purchase);
-        assert_eq!(routes(&redis::cmd("wait")), after_purchase, "kept through the look");
+        assert_eq!(
+            routes(redis::cmd("info").arg("replication")),
+            after_purchase
+        );
+        assert_eq!(
+            routes(&redis::cmd("wait")),
+            after_purchase,
+            "kept through the look"
+        );
         assert_eq!(routes(&redis::cmd("WAITAOF")), after_purchase);
-        let confirm = redis::cmd("SECKILL.CONFIRM").arg("{sale/0}").arg("u").clone();
+        let confirm = redis::cmd("SECKILL.CONFIRM")
+            .arg("{sale/0}")
+            .arg("u")
+            .clone();
         assert_eq!(routes(&confirm), Route::Commands);
         let after_confirm = Route::FollowUp(Side::Commands, slot);
         assert_eq!(routes(&redis::cmd("WAIT")), after_confirm);
         assert_eq!(routes(&redis::cmd("PING")), Route::Commands);
-        assert_eq!(routes(&redis::cmd("WAIT")), Route::Commands, "not right after one");
+        assert_eq!(
+            routes(&redis::cmd("WAIT")),
+            Route::Commands,
+            "not right after one"
+        );
         let back = unpacked(&try_buy.get_packed_command()).expect("parses");
         assert_eq!(back.get_packed_command(), try_buy.get_packed_command());
         assert!(unpacked(b"+OK\r\n").is_none());

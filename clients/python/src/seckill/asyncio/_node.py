@@ -161,8 +161,10 @@ class NodeConnections:
         self.waits += 1
         (answer,) = await _exchange(connection, (command,), ack_read_timeout(keep, timeout_s))
         kept = keep.kept(answer, replica)
-        if not kept and self._unkept.due():
-            asyncio.get_running_loop().create_task(self.refresh_topology())
+        if not kept:
+            self.replicas.forget(name)  # looked at again: the same history keeps waiting
+            if self._unkept.due():
+                asyncio.get_running_loop().create_task(self.refresh_topology())
         return kept
 
     async def _grouped(self, effect: NodeCall, name: str, kind: Any, kwargs: Dict[str, Any]) -> List[Any]:

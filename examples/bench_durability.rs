@@ -1,0 +1,288 @@
+//! `make bench`'s "Durability" (#51): what a replica's acknowledgement costs, on a master with
+//! one replica on loopback. Rust async: 256 tokio tasks on one `aio::ClusterSession` buying
+//! with the default `Durability::Replica` against `Durability::Master` on the same kind of
+//! session, and against a plain `MultiplexedConnection` sending bare `SECKILL.TRY ... ID` (no
+//! library, no WAIT), with `redis-benchmark -P 16 -c 16` beside them as the ceiling; rounds
+//! interleaved, the median round shown, with the server's time per TRY, the WAITs sent per
+//! purchase (INFO commandstats) and this process's CPU per purchase (getrusage). Sync: one
+//! connection's purchase latency, p50 and p99, per durability. Python asyncio: the default
+//! against `durability="master"` (bench/python_durability.py). Writes
+//! bench/results/durability.md.
+
+use seckill_client::aio::{ClusterSession, FlashSale as _, Sale as AsyncSale};
+use seckill_client::{Durability, FlashSale as _, Sale, Session, TryReply};
+use seckill_harness::{Server, replicate};
+use std::fmt::Write as _;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+const TASKS: usize = 256;
+const PURCHASES: usize = 100_000;
+const ROUNDS: usize = 3;
+const SYNC_PURCHASES: usize = 3_000;
+
+struct Measure {
+    per_s: f64,
+    server_us: f64,
+    waits_per_purchase: f64,
+    /// This process's CPU time per purchase, microseconds (0 for redis-benchmark).
+    client_us: f64,
+}
+
+fn cpu_time() -> Duration {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let time = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    time(usage.ru_utime) + time(usage.ru_stime)
+}
+
+/// `(server µs per SECKILL.TRY, WAIT calls)` since the last CONFIG RESETSTAT.
+fn commandstats(server: &Server) -> (f64, f64) {
+    let text: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut server.con())
+        .unwrap();
+    let field = |command: &str, name: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:")))
+            .and_then(|line| line.split(',').find_map(|f| f.strip_prefix(name)))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    };
+    (
+        field("seckill.try", "usec_per_call="),
+        field("wait", "calls="),
+    )
+}
+
+fn fresh_sale(server: &Server, key: &str) {
+    let mut con = server.con();
+    let _: () = redis::cmd("DEL").arg(key).query(&mut con).unwrap();
+    let _: () = redis::cmd("SECKILL.INIT")
+        .arg(key)
+        .arg(1_000_000_000u64)
+        .arg("LIMIT")
+        .arg(1)
+        .query(&mut con)
+        .unwrap();
+    seckill_harness::wait_replicas(&mut con, 1);
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut con)
+        .unwrap();
+}
+
+fn measured(server: &Server, took: Duration, cpu: Option<Duration>) -> Measure {
+    let (server_us, waits) = commandstats(server);
+    Measure {
+        per_s: PURCHASES as f64 / took.as_secs_f64(),
+        server_us,
+        waits_per_purchase: waits / PURCHASES as f64,
+        client_us: cpu.map_or(0.0, |cpu| cpu.as_secs_f64() * 1e6 / PURCHASES as f64),
+    }
+}
+
+fn redis_benchmark(server: &Server, round: usize) -> Measure {
+    let key = "bench:durability:rb";
+    fresh_sale(server, key);
+    let binary = std::env::var("REDIS_BENCHMARK").unwrap_or_else(|_| "redis-benchmark".into());
+    let started = Instant::now();
+    let out = Command::new(&binary)
+        .args(["-h", "127.0.0.1", "-p", &server.port.to_string()])
+        .args(["-n", &PURCHASES.to_string(), "-c", "16", "-P", "16", "-q"])
+        .args(["-r", "100000000000"])
+        .args(["SECKILL.TRY", key, &format!("r{round}:__rand_int__"), "1"])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {binary}: {e}"));
+    assert!(out.status.success(), "{binary} failed");
+    measured(server, started.elapsed(), None)
+}
+
+/// PURCHASES purchases from TASKS tasks: `buy(n)` makes the n-th.
+async fn tasks<F, Fut>(server: &Server, buy: F) -> Measure
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let buy = Arc::new(buy);
+    let next = Arc::new(AtomicUsize::new(0));
+    let (cpu, started) = (cpu_time(), Instant::now());
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|_| {
+            let (buy, next) = (buy.clone(), next.clone());
+            tokio::spawn(async move {
+                loop {
+                    let n = next.fetch_add(1, Ordering::Relaxed);
+                    if n >= PURCHASES {
+                        break;
+                    }
+                    buy(n).await;
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    measured(server, started.elapsed(), Some(cpu_time() - cpu))
+}
+
+async fn library(server: &Server, durability: Durability, row: &str) -> Measure {
+    let key = format!("bench:durability:{row}");
+    fresh_sale(server, &key);
+    let session = ClusterSession::connect([server.url()]).await.unwrap();
+    let sale = Arc::new(AsyncSale::new(key).durability(durability));
+    let row = row.to_string();
+    tasks(server, move |n| {
+        let (sale, mut con, user) = (sale.clone(), session.clone(), format!("{row}:{n}"));
+        async move {
+            let reply = sale.try_buy(&mut con, user, 1).await;
+            assert!(matches!(reply, Ok(TryReply::Bought { .. })), "{reply:?}");
+        }
+    })
+    .await
+}
+
+async fn raw(server: &Server, row: &str) -> Measure {
+    let key = format!("bench:durability:{row}");
+    fresh_sale(server, &key);
+    let client = redis::Client::open(server.url()).unwrap();
+    let con = client.get_multiplexed_async_connection().await.unwrap();
+    let row = row.to_string();
+    tasks(server, move |n| {
+        let (mut con, key, user) = (con.clone(), key.clone(), format!("{row}:{n}"));
+        async move {
+            let code: i64 = redis::cmd("SECKILL.TRY")
+                .arg(&key)
+                .arg(user)
+                .arg(1)
+                .arg("ID")
+                .arg(format!("{n:032x}"))
+                .query_async(&mut con)
+                .await
+                .unwrap();
+            assert!(code >= 0);
+        }
+    })
+    .await
+}
+
+fn median(mut rounds: Vec<Measure>) -> Measure {
+    rounds.sort_by(|a, b| a.per_s.total_cmp(&b.per_s));
+    rounds.swap_remove(rounds.len() / 2)
+}
+
+/// One connection's purchases, one after the other: (p50, p99) in microseconds.
+fn sync_latency(server: &Server, durability: Durability) -> (f64, f64) {
+    let key = format!("bench:durability:sync:{durability:?}");
+    fresh_sale(server, &key);
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut con = Session::server(client, Some(Duration::from_secs(5))).unwrap();
+    let sale = Sale::new(key).durability(durability);
+    let mut took: Vec<f64> = (0..SYNC_PURCHASES)
+        .map(|n| {
+            let started = Instant::now();
+            let reply = sale.try_buy(&mut con, format!("u{n}"), 1).unwrap();
+            assert!(matches!(reply, TryReply::Bought { .. }));
+            started.elapsed().as_secs_f64() * 1e6
+        })
+        .collect();
+    took.sort_by(f64::total_cmp);
+    let at = |q: f64| took[((took.len() as f64 * q) as usize).min(took.len() - 1)];
+    (at(0.5), at(0.99))
+}
+
+fn python(server: &Server) -> String {
+    let python = concat!(env!("CARGO_MANIFEST_DIR"), "/.venv/bin/python");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/bench/python_durability.py");
+    let out = Command::new(python)
+        .args([script, &server.port.to_string()])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {script}: {e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn main() {
+    let master = Server::start();
+    let replica = Server::start();
+    replicate(&replica, &master);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut rows: [Vec<Measure>; 4] = Default::default();
+    for round in 0..ROUNDS {
+        rows[0].push(redis_benchmark(&master, round));
+        rows[1].push(runtime.block_on(raw(&master, &format!("raw{round}"))));
+        rows[2].push(runtime.block_on(library(&master, Durability::Master, &format!("m{round}"))));
+        rows[3].push(runtime.block_on(library(&master, Durability::Replica, &format!("r{round}"))));
+    }
+    let [rb, raw, master_only, replica_kept] = rows.map(median);
+    let mut md = String::new();
+    writeln!(
+        md,
+        "# Durability\n\nGenerated by `make bench` (examples/bench_durability.rs): a master and one \
+         replica on loopback, {PURCHASES} purchases per row, every buyer new, {TASKS} tokio tasks \
+         (one worker thread) on one connection; {ROUNDS} rounds interleaved, the median shown. \
+         Goals (#51): the default (`Durability::Replica`) at >= 0.8x `Durability::Master` and \
+         >= 0.8x bare SECKILL.TRY on a `MultiplexedConnection`; client CPU <= 2 us per purchase. \
+         redis-benchmark is the ceiling (client and server share the machine's cores).\n\n\
+         | row | purchases/s | vs Master | vs bare TRY | server us/TRY | WAITs/purchase | client CPU us/purchase |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+    )
+    .unwrap();
+    for (row, m) in [
+        ("redis-benchmark -P 16 -c 16 (no WAIT)", &rb),
+        ("bare SECKILL.TRY ... ID, MultiplexedConnection", &raw),
+        (
+            "try_buy, Durability::Master, aio::ClusterSession",
+            &master_only,
+        ),
+        (
+            "try_buy, Durability::Replica (default), aio::ClusterSession",
+            &replica_kept,
+        ),
+    ] {
+        let client = if m.client_us > 0.0 {
+            format!("{:.2}", m.client_us)
+        } else {
+            "-".to_string()
+        };
+        writeln!(
+            md,
+            "| {row} | {:.0} | {:.2}x | {:.2}x | {:.2} | {:.4} | {client} |",
+            m.per_s,
+            m.per_s / master_only.per_s,
+            m.per_s / raw.per_s,
+            m.server_us,
+            m.waits_per_purchase,
+        )
+        .unwrap();
+    }
+    writeln!(
+        md,
+        "\nSync, one connection (`Session::server`), {SYNC_PURCHASES} purchases one after the \
+         other:\n\n| durability | p50 us | p99 us |\n| --- | ---: | ---: |"
+    )
+    .unwrap();
+    for durability in [Durability::Master, Durability::Replica] {
+        let (p50, p99) = sync_latency(&master, durability);
+        writeln!(md, "| {durability:?} | {p50:.0} | {p99:.0} |").unwrap();
+    }
+    md.push('\n');
+    md.push_str(&python(&master));
+    print!("{md}");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/results");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("durability.md"), md).unwrap();
+}

@@ -1,0 +1,214 @@
+//! Durability (#51): "bought" means kept by a failover, by default. A handle's `Durability`
+//! (`Replica` unless set) answers a purchase once a replica acknowledged it, `NotReplicated`
+//! when none did in time, sends no `WAIT` to a master with no replica, and shares one `WAIT`
+//! between the concurrent purchases on an `aio::ClusterSession`.
+
+use seckill_client::aio;
+use seckill_client::{
+    Durability, Error, FlashSale, RetryPolicy, Sale, SaleSpec, Session, TryReply,
+};
+use seckill_harness::{Server, command_calls, replicate, wait_until};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+fn waits(server: &Server) -> i64 {
+    command_calls(&mut server.con(), "wait")
+}
+
+fn bought_on(server: &Server, user: &str) -> i64 {
+    seckill_harness::int(&mut server.con(), &["SECKILL.BOUGHT", "s", user])
+}
+
+fn link_up(replica: &Server) -> bool {
+    let info: String = redis::cmd("INFO")
+        .arg("replication")
+        .query(&mut replica.con())
+        .unwrap();
+    info.contains("master_link_status:up")
+}
+
+#[test]
+fn a_master_that_never_had_a_replica_is_answered_without_a_wait() {
+    let server = Server::start();
+    let mut con = server.con();
+    let sale = Sale::create(&mut con, "s", &SaleSpec::new(10, 1).hold_ms(60_000)).unwrap();
+    for left in (5..10).rev() {
+        let reply = sale.try_buy(&mut con, format!("u{left}"), 1).unwrap();
+        assert_eq!(reply, TryReply::Bought { remaining: left });
+    }
+    assert!(sale.confirm(&mut con, "u9").unwrap());
+    assert_eq!(sale.cancel(&mut con, "u8", None).unwrap(), 1);
+    sale.restock(&mut con, 2).unwrap();
+    assert_eq!(waits(&server), 0);
+}
+
+#[tokio::test]
+async fn concurrent_purchases_on_a_session_share_their_waits() {
+    let master = Server::start();
+    let replica = Server::start();
+    replicate(&replica, &master);
+    let session = aio::ClusterSession::connect([master.url()]).await.unwrap();
+    let sale = Arc::new(
+        aio::Sale::create(&mut session.clone(), "s", &SaleSpec::new(300, 1))
+            .await
+            .unwrap(),
+    );
+    let (before, sent_before) = (waits(&master), session.waits());
+    let tasks: Vec<_> = (0..256)
+        .map(|i| {
+            let (sale, mut con) = (sale.clone(), session.clone());
+            tokio::spawn(async move {
+                aio::FlashSale::try_buy(&*sale, &mut con, format!("u{i}"), 1).await
+            })
+        })
+        .collect();
+    for task in tasks {
+        assert!(matches!(task.await.unwrap(), Ok(TryReply::Bought { .. })));
+    }
+    let sent = waits(&master) - before;
+    assert!((1..=32).contains(&sent), "{sent} WAITs for 256 purchases");
+    assert_eq!(
+        sent as u64,
+        session.waits() - sent_before,
+        "counted by the session too"
+    );
+    let sold = seckill_harness::field(&mut replica.con(), &["SECKILL.INFO", "s"], "sold");
+    assert_eq!(sold, 256, "every purchase answered is on the replica");
+}
+
+#[test]
+fn a_cut_replica_makes_a_purchase_not_replicated_and_the_same_attempt_is_kept_later() {
+    let master = Server::start();
+    let replica = Server::start();
+    replicate(&replica, &master);
+    let mut con = Session::server(redis::Client::open(master.url()).unwrap(), None).unwrap();
+    let sale = Sale::create(&mut con, "s", &SaleSpec::new(10, 1))
+        .unwrap()
+        .ack_timeout(Duration::from_millis(300));
+    assert_eq!(
+        sale.try_buy(&mut con, "alice", 1).unwrap(),
+        TryReply::Bought { remaining: 9 }
+    );
+    assert!(waits(&master) >= 1);
+    assert_eq!(
+        bought_on(&replica, "alice"),
+        1,
+        "on the replica when answered"
+    );
+    // The replica frozen and its link cut.
+    replica.signal(libc::SIGSTOP);
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("replica")
+        .query(&mut master.con())
+        .unwrap();
+    let started = Instant::now();
+    let attempt = match sale.try_buy(&mut con, "bob", 1) {
+        Err(e @ Error::NotReplicated { reply: 8, .. }) => {
+            assert!(e.is_outcome_unknown());
+            let Error::NotReplicated { attempt_id, .. } = e else {
+                unreachable!()
+            };
+            attempt_id.expect("a purchase's attempt id")
+        }
+        other => panic!("expected NotReplicated, got {other:?}"),
+    };
+    assert!(started.elapsed() >= Duration::from_millis(300), "it waited");
+    // A handle asking for the master's answer only gets it without a WAIT.
+    let before = waits(&master);
+    let master_only = Sale::new("s").durability(Durability::Master);
+    assert_eq!(
+        master_only.try_buy(&mut con, "carol", 1).unwrap(),
+        TryReply::Bought { remaining: 7 }
+    );
+    assert_eq!(waits(&master), before);
+    // Back: the same attempt answers the purchase again (not a second one), and is kept.
+    replica.signal(libc::SIGCONT);
+    wait_until(Duration::from_secs(30), "the replica's link", || {
+        link_up(&replica)
+    });
+    let again = sale.try_buy_again(&mut con, "bob", 1, &attempt).unwrap();
+    assert_eq!(again, TryReply::Bought { remaining: 7 });
+    assert_eq!(bought_on(&replica, "bob"), 1);
+    assert_eq!(sale.info(&mut con).unwrap().sold, 3);
+}
+
+/// The incident in small: buyers on a master whose replica takes nothing for 0.4 s, then the
+/// master dies and the replica is promoted. `Durability::Master` buyers are told "bought" for
+/// units the promoted replica never had (the failure this guards against); the default
+/// handle's buyers only for units it has.
+#[test]
+fn whoever_was_told_bought_owns_the_unit_after_the_failover() {
+    let mut master = Server::start();
+    let replica = Server::start();
+    replicate(&replica, &master);
+    seckill_harness::ok(&mut master.con(), &["SECKILL.INIT", "s", "100000"]);
+    seckill_harness::wait_replicas(&mut master.con(), 1);
+    let stop = Arc::new(AtomicBool::new(false));
+    let told: Arc<Mutex<Vec<(Durability, String)>>> = Arc::default();
+    let buyers: Vec<_> = [Durability::Replica, Durability::Master]
+        .into_iter()
+        .flat_map(|durability| [(durability, 0), (durability, 1)])
+        .map(|(durability, n)| {
+            let (stop, told, url) = (stop.clone(), told.clone(), master.url());
+            std::thread::spawn(move || {
+                let client = redis::Client::open(url).unwrap();
+                let Ok(mut con) = Session::server(client, Some(Duration::from_secs(2))) else {
+                    return;
+                };
+                let sale = Sale::new("s")
+                    .durability(durability)
+                    .ack_timeout(Duration::from_millis(100))
+                    .with_retry(RetryPolicy {
+                        deadline: Duration::from_millis(500),
+                        ..RetryPolicy::default()
+                    });
+                let mut i = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let user = format!("{durability:?}-{n}-{i}");
+                    i += 1;
+                    if let Ok(TryReply::Bought { .. }) = sale.try_buy(&mut con, &user, 1) {
+                        told.lock().unwrap().push((durability, user));
+                    }
+                }
+            })
+        })
+        .collect();
+    let count = |d: Durability| {
+        told.lock()
+            .unwrap()
+            .iter()
+            .filter(|(of, _)| *of == d)
+            .count()
+    };
+    wait_until(Duration::from_secs(30), "purchases on both handles", || {
+        count(Durability::Replica) >= 20 && count(Durability::Master) >= 20
+    });
+    replica.signal(libc::SIGSTOP);
+    std::thread::sleep(Duration::from_millis(400)); // the fault's length
+    master.kill();
+    stop.store(true, Ordering::Relaxed);
+    for buyer in buyers {
+        buyer.join().unwrap();
+    }
+    replica.signal(libc::SIGCONT);
+    let mut promoted = replica.con();
+    seckill_harness::promote(&mut promoted);
+    let lost = |d: Durability| {
+        let told = told.lock().unwrap();
+        let of = told.iter().filter(|(of, _)| *of == d);
+        of.filter(|(_, user)| bought_on(&replica, user) != 1)
+            .count()
+    };
+    assert_eq!(
+        lost(Durability::Replica),
+        0,
+        "buyers told bought own nothing"
+    );
+    assert!(
+        lost(Durability::Master) > 0,
+        "master-only answers lost (the test's premise)"
+    );
+}
