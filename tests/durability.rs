@@ -212,3 +212,51 @@ fn whoever_was_told_bought_owns_the_unit_after_the_failover() {
         "master-only answers lost (the test's premise)"
     );
 }
+
+/// `Durability::Aof` waits for the master's AOF (and a replica's, when it has one): refused
+/// with `InvalidArgument` on a server without WAITAOF (Redis 7.0) or without an AOF.
+#[test]
+fn aof_durability_needs_waitaof_and_an_aof() {
+    let server = Server::start();
+    let mut con = server.con();
+    seckill_harness::ok(&mut con, &["SECKILL.INIT", "s", "10"]);
+    let sale = Sale::new("s").durability(Durability::Aof);
+    let waitaof = redis::cmd("WAITAOF")
+        .arg(0)
+        .arg(0)
+        .arg(1)
+        .query::<redis::Value>(&mut con);
+    let unknown =
+        matches!(&waitaof, Err(e) if e.to_string().to_lowercase().contains("unknown command"));
+    match sale.try_buy(&mut con, "alice", 1) {
+        Err(Error::InvalidArgument(why)) => assert!(why.contains("WAITAOF"), "{why}"),
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    }
+    assert_eq!(
+        sale.bought(&mut con, "alice").unwrap(),
+        0,
+        "refused before it was sent"
+    );
+    if unknown {
+        println!("this server has no WAITAOF (Redis 7.2+, Valkey 8+): refused, as it must be");
+        return;
+    }
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("appendonly")
+        .arg("yes")
+        .query(&mut con)
+        .unwrap();
+    wait_until(Duration::from_secs(30), "the AOF", || {
+        let info: String = redis::cmd("INFO")
+            .arg("persistence")
+            .query(&mut con)
+            .unwrap();
+        info.contains("aof_rewrite_in_progress:0")
+    });
+    assert_eq!(
+        sale.try_buy(&mut con, "bob", 1).unwrap(),
+        TryReply::Bought { remaining: 9 }
+    );
+    assert!(command_calls(&mut con, "waitaof") >= 2);
+}

@@ -159,6 +159,8 @@ struct Seen {
 #[derive(Default)]
 pub(crate) struct Replicas {
     masters: Mutex<HashMap<String, Seen>>,
+    /// The keys whose master was shown to have WAITAOF and an AOF ([`Durability::Aof`]).
+    with_aof: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Replicas {
@@ -190,6 +192,21 @@ impl Replicas {
         if connected {
             seen.seen_in = Some(replid);
         }
+    }
+
+    /// Whether `key`'s master was shown to have WAITAOF and an AOF.
+    pub fn has_aof(&self, key: &str) -> bool {
+        self.with_aof
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(key)
+    }
+
+    pub fn learn_aof(&self, key: &str) {
+        self.with_aof
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key.to_string());
     }
 
     /// After a lost connection: look again at the next write.

@@ -43,6 +43,27 @@ pub(crate) struct Keeping<'a> {
 }
 
 impl Keeping<'_> {
+    /// Before the first write on `key` under [`crate::Durability::Aof`]: `InvalidArgument`
+    /// unless its master has WAITAOF and an AOF, nothing written. (A read of the key first,
+    /// so that the check goes where the write will: the cluster sessions send it there.)
+    pub async fn check<L: Link>(&self, link: &mut L, key: &str) -> Result<()> {
+        if !self.keep.is_some_and(|keep| keep.aof) || self.replicas.has_aof(key) {
+            return Ok(());
+        }
+        let _: Value = link.query(cmd("EXISTS").arg(key)).await?;
+        match link
+            .query::<Value>(cmd("WAITAOF").arg(1).arg(0).arg(1))
+            .await
+        {
+            Ok(_) => {
+                self.replicas.learn_aof(key);
+                Ok(())
+            }
+            Err(e) if !is_retryable(&e) => Err(aof_refused(&e)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// After a write on `key` answered `reply` on `link`'s connection: `Ok(true)` when it is
     /// kept or there is nothing to wait for (it changed nothing, or its master has no replica
     /// to wait for), `Ok(false)` when no replica acknowledged it in time. A failure of the
@@ -54,7 +75,7 @@ impl Keeping<'_> {
         key: &str,
         change: Change,
         reply: &Value,
-    ) -> redis::RedisResult<bool> {
+    ) -> Result<bool> {
         let Some(keep) = self.keep else {
             return Ok(true);
         };
@@ -76,10 +97,11 @@ impl Keeping<'_> {
         let Some(wait) = keep.command(replica) else {
             return Ok(true);
         };
-        let answer: Value = link
-            .query_within(&wait, keep.timeout + ACK_GRACE)
-            .await
-            .map_err(forget)?;
+        let answer: Value = match link.query_within(&wait, keep.timeout + ACK_GRACE).await {
+            Ok(answer) => answer,
+            Err(e) if keep.aof && !is_retryable(&e) => return Err(aof_refused(&e)),
+            Err(e) => return Err(forget(e).into()),
+        };
         Ok(keep.kept(&answer, replica))
     }
 }
@@ -98,6 +120,14 @@ pub(crate) fn check_attempt_id(attempt: Option<&str>) -> Result<()> {
         }
         _ => Ok(()),
     }
+}
+
+/// A server that cannot keep [`crate::Durability::Aof`]: no WAITAOF (Redis 7.0), or no AOF.
+fn aof_refused(e: &redis::RedisError) -> Error {
+    Error::InvalidArgument(format!(
+        "Durability::Aof needs WAITAOF (Redis 7.2+, Valkey 8+) and appendonly yes on the \
+         master: {e}"
+    ))
 }
 
 /// `SECKILL.TRY key user qty ID attempt` under `retrier`, kept as `keeping` says: the
@@ -123,6 +153,7 @@ async fn retried_and_kept<L: Link>(
     (key, change): (&str, Change),
     keeping: Keeping<'_>,
 ) -> Result<i64> {
+    keeping.check(link, key).await?;
     loop {
         let sent = query_retried(link, retrier, write).await;
         if sent.is_err() || retrier.retried() {
@@ -142,12 +173,12 @@ async fn retried_and_kept<L: Link>(
                     attempt_id: Some(retrier.attempt_id().to_string()),
                 });
             }
-            Err(e) if is_retryable(&e) => {
+            Err(Error::Redis(e)) if is_retryable(&e) => {
                 retrier.ran();
                 let wait = retrier.backoff(e)?;
                 link.sleep(wait).await;
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e),
         }
     }
 }
@@ -160,6 +191,7 @@ pub(crate) async fn kept_write<L: Link, T: redis::FromRedisValue>(
     (key, change): (&str, Change),
     keeping: Keeping<'_>,
 ) -> Result<T> {
+    keeping.check(link, key).await?;
     let reply: Value = link
         .query(write)
         .await
