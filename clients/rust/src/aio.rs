@@ -448,7 +448,7 @@ impl Sale {
             .0
             .retry_policy()
             .deadline
-            .max(crate::link::MIN_CALL_BOUND);
+            .max(crate::retry::MIN_CALL_BOUND);
         let room = crate::waiting::Room::Key(self.0.key());
         crate::waiting::stream(con, room, user.as_ref().to_vec(), resync_ms, bound)
     }
@@ -566,7 +566,7 @@ impl PartitionedSale {
             .0
             .retry_policy()
             .deadline
-            .max(crate::link::MIN_CALL_BOUND);
+            .max(crate::retry::MIN_CALL_BOUND);
         let room = crate::waiting::Room::Partitioned(&self.0);
         crate::waiting::stream(con, room, user.as_ref().to_vec(), resync_ms, bound)
     }

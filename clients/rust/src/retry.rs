@@ -129,6 +129,10 @@ impl Backoff {
     }
 }
 
+/// The least time one call is given, however little its deadline leaves: a policy without
+/// retries (deadline zero) still gets its one answer.
+pub(crate) const MIN_CALL_BOUND: Duration = Duration::from_secs(1);
+
 /// The retries of one call under one attempt id, all within one deadline.
 pub struct Retrier<'a> {
     policy: &'a RetryPolicy,
@@ -156,7 +160,7 @@ impl<'a> Retrier<'a> {
         if self.retried() {
             left.max(Duration::from_millis(1))
         } else {
-            left.max(crate::link::MIN_CALL_BOUND)
+            left.max(MIN_CALL_BOUND)
         }
     }
 
@@ -205,14 +209,15 @@ impl<'a> Retrier<'a> {
     }
 }
 
+/// A lost connection, for tests.
+#[cfg(test)]
+pub(crate) fn io_error() -> redis::RedisError {
+    std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset").into()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::link::{Link, block_on, query_retried};
-
-    fn io_error() -> redis::RedisError {
-        std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset").into()
-    }
 
     #[test]
     fn failovers_and_lost_connections_are_retried_other_errors_are_not() {
@@ -254,114 +259,5 @@ mod tests {
                 "{wait:?} for {ceiling:?}"
             );
         }
-    }
-
-    /// A link whose calls answer from a script, one entry per call, and whose sleeps pass.
-    struct Scripted {
-        answers: std::vec::IntoIter<redis::RedisResult<i64>>,
-        calls: usize,
-    }
-
-    impl Scripted {
-        fn new(answers: Vec<redis::RedisResult<i64>>) -> Scripted {
-            Scripted {
-                answers: answers.into_iter(),
-                calls: 0,
-            }
-        }
-    }
-
-    impl Link for Scripted {
-        fn query<T: redis::FromRedisValue + Send>(
-            &mut self,
-            _: &redis::Cmd,
-        ) -> impl Future<Output = redis::RedisResult<T>> + Send {
-            self.calls += 1;
-            let answer = self.answers.next().unwrap_or_else(|| Err(io_error()));
-            std::future::ready(answer.and_then(|v| Ok(T::from_redis_value(redis::Value::Int(v))?)))
-        }
-
-        fn sleep(&mut self, wait: Duration) -> impl Future<Output = ()> + Send {
-            std::thread::sleep(wait);
-            std::future::ready(())
-        }
-    }
-
-    fn run(policy: &RetryPolicy, attempt: &str, link: &mut Scripted) -> Result<i64> {
-        let mut retrier = Retrier::new(policy, attempt);
-        block_on(query_retried(link, &mut retrier, &redis::cmd("PING")))
-    }
-
-    #[test]
-    fn a_call_is_retried_until_it_answers_or_the_deadline_passes() {
-        let policy = RetryPolicy {
-            deadline: Duration::from_millis(200),
-            first_backoff: Duration::from_millis(1),
-            max_backoff: Duration::from_millis(5),
-        };
-        let mut link = Scripted::new(vec![Err(io_error()), Err(io_error()), Ok(7)]);
-        assert_eq!((run(&policy, "a1", &mut link).unwrap(), link.calls), (7, 3));
-        let started = Instant::now();
-        match run(&policy, "a2", &mut Scripted::new(vec![])) {
-            Err(Error::OutcomeUnknown { attempt_id, .. }) => assert_eq!(attempt_id, "a2"),
-            other => panic!("{other:?}"),
-        }
-        assert!(started.elapsed() <= Duration::from_millis(400));
-        let wrong = redis::make_extension_error("WRONGTYPE".to_string(), None);
-        let mut link = Scripted::new(vec![Err(wrong), Ok(1)]);
-        let refused = run(&policy, "a3", &mut link);
-        assert!(
-            matches!(refused, Err(Error::WrongType(_))) && link.calls == 1,
-            "not retried"
-        );
-        match run(&RetryPolicy::none(), "a4", &mut Scripted::new(vec![])) {
-            Err(Error::OutcomeUnknown { .. }) => {}
-            other => panic!("{other:?}"),
-        }
-    }
-
-    fn refused() -> redis::RedisError {
-        std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused").into()
-    }
-
-    #[test]
-    fn a_call_never_sent_is_unavailable_one_that_may_have_run_is_unknown() {
-        let policy = RetryPolicy {
-            deadline: Duration::from_millis(50),
-            first_backoff: Duration::from_millis(1),
-            max_backoff: Duration::from_millis(5),
-        };
-        let not_sent = || {
-            vec![
-                Err(refused()),
-                Err((redis::ErrorKind::ClusterConnectionNotFound, "no node").into()),
-                Err(redis::make_extension_error("TRYAGAIN".into(), None)),
-            ]
-            .into_iter()
-            .cycle()
-            .take(10_000)
-            .collect::<Vec<_>>()
-        };
-        match run(&policy, "n1", &mut Scripted::new(not_sent())) {
-            Err(Error::Unavailable { attempt_id, .. }) => assert_eq!(attempt_id, "n1"),
-            other => panic!("{other:?}"),
-        }
-        // One send that may have run among refusals: the outcome is unknown.
-        let mut answers = vec![Err(io_error())];
-        answers.extend(not_sent());
-        match run(&policy, "n2", &mut Scripted::new(answers)) {
-            Err(Error::OutcomeUnknown { .. }) => {}
-            other => panic!("{other:?}"),
-        }
-        // A failure between sends (a borrow) ran nothing of the call.
-        let mut retrier = Retrier::new(&policy, "n3");
-        assert!(retrier.backoff_between(io_error()).is_ok());
-        assert!(retrier.backoff(refused()).is_ok());
-        std::thread::sleep(policy.deadline);
-        assert!(matches!(
-            retrier.backoff(refused()),
-            Err(Error::Unavailable { .. })
-        ));
-        assert!(!may_have_run(&refused()) && may_have_run(&io_error()));
     }
 }
