@@ -144,6 +144,9 @@ soak: build venv
 	SECKILL_SOAK=1 cargo test --release --test reliability --test hostile_input --test history -- --test-threads 1 --nocapture
 	tools/soak_async_topology.sh
 	SECKILL_SOAK=1 SECKILL_RESP=3 $(VENV)/bin/python -m pytest -q -s clients/python/tests/test_availability.py -k default_node_timeout
+	@# docs/durability.md: whoever was told "bought" owns the unit after the failover, 20 runs each.
+	for i in $$(seq 20); do cargo test --release --test durability -- whoever_was_told_bought --test-threads 1 -q || exit 1; done
+	for i in $$(seq 20); do SECKILL_RESP=3 $(VENV)/bin/python -m pytest -q -p no:cacheprovider clients/python/tests/test_durability.py -k whoever || exit 1; done
 	FAULTS_PLANTS=1 PYTHONPATH=tools $(VENV)/bin/python -m pytest -q -s -p no:cacheprovider tools/faults/test_faults.py
 	$(MAKE) --no-print-directory faults FAULTS_S=1200
 
