@@ -1,5 +1,6 @@
 //! The Rust client process of `make faults` (tools/faults): tokio buyers of the partitioned
-//! sale through `seckill_client::aio`, `try_buy` and `try_buy_acked(1 replica)` in turn, every
+//! sale through `seckill_client::aio`, `try_buy` on a handle of the default durability (a
+//! replica's acknowledgement) and on one of `Durability::Master` in turn, every
 //! connection from `--source` (an `aio::ClusterSession`'s source address), so that a partition
 //! can cut these clients too. Each operation is written to stdout as one history line, the
 //! schema of tools/faults/history.py (`ok` applied, `fail` known not applied, `info` unknown).
@@ -9,7 +10,7 @@
 //! that the harness's cleanup check finds the process by it).
 
 use seckill_client::aio::{ClusterSession, FlashSale, PartitionedSale};
-use seckill_client::{Error, RetryPolicy};
+use seckill_client::{Durability, Error, RetryPolicy};
 use std::collections::HashMap;
 use std::io::Write;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -60,21 +61,23 @@ fn line(
 }
 
 /// A purchase's outcome in the history's terms: its type and value.
-fn outcome(result: seckill_client::Result<(i64, Option<u64>)>) -> (&'static str, String) {
+fn outcome(result: seckill_client::Result<i64>) -> (&'static str, String) {
     match result {
-        Ok((code, acks)) => {
-            let kind = if code >= 0 { "ok" } else { "fail" };
-            let value = acks.map_or(code.to_string(), |acks| format!("[{code}, {acks}]"));
-            (kind, value)
-        }
+        Ok(code) => (if code >= 0 { "ok" } else { "fail" }, code.to_string()),
         Err(e @ Error::Unavailable { .. }) => ("fail", json(&format!("unavailable: {e}"))),
+        Err(Error::NotReplicated { reply, .. }) => {
+            ("info", format!("{{\"not_replicated\": {reply}}}"))
+        }
         Err(e) => ("info", json(&e.to_string())),
     }
 }
 
 async fn buyer(
     process: String,
-    sale: std::sync::Arc<PartitionedSale>,
+    (kept, master_only): (
+        std::sync::Arc<PartitionedSale>,
+        std::sync::Arc<PartitionedSale>,
+    ),
     mut session: ClusterSession,
     stop_at: f64,
 ) {
@@ -82,19 +85,12 @@ async fn buyer(
     while now() < stop_at {
         let user = format!("{process}-u{count}");
         count += 1;
-        let acked = count.is_multiple_of(2);
+        let master = count.is_multiple_of(2);
         let start = now();
-        let result = if acked {
-            sale.try_buy_acked(&mut session, &user, 1, 1, 500)
-                .await
-                .map(|(reply, acks)| (reply.code(), Some(acks)))
-        } else {
-            sale.try_buy(&mut session, &user, 1)
-                .await
-                .map(|reply| (reply.code(), None))
-        };
-        let (kind, value) = outcome(result);
-        let f = if acked { "buy_acked" } else { "buy" };
+        let sale = if master { &master_only } else { &kept };
+        let result = sale.try_buy(&mut session, &user, 1).await;
+        let (kind, value) = outcome(result.map(|reply| reply.code()));
+        let f = if master { "buy_master" } else { "buy" };
         let record = line(&process, f, start, now(), kind, &user, &value);
         {
             let mut out = std::io::stdout().lock();
@@ -128,18 +124,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .response_timeout(Duration::from_millis(500))
         .connect()
         .await?;
-    let sale = PartitionedSale::open(&mut session, &sale_name)
-        .await?
-        .with_retry(RetryPolicy {
-            deadline: DEADLINE,
-            ..RetryPolicy::default()
-        });
-    let sale = std::sync::Arc::new(sale);
+    let retry = RetryPolicy {
+        deadline: DEADLINE,
+        ..RetryPolicy::default()
+    };
+    let open = PartitionedSale::open(&mut session, &sale_name).await?;
+    let kept = std::sync::Arc::new(open.with_retry(retry));
+    let open = PartitionedSale::open(&mut session, &sale_name).await?;
+    // The answer without a replica's acknowledgement, to show the window it leaves open.
+    let master_only = open.with_retry(retry).durability(Durability::Master);
+    let sales = (kept, std::sync::Arc::new(master_only));
     // A session each: a purchase's WAIT holds its connection in the server.
     let tasks: Vec<_> = (0..buyers)
         .map(|n| {
             let process = format!("{name}-b{n}");
-            tokio::spawn(buyer(process, sale.clone(), session.detached(), stop_at))
+            tokio::spawn(buyer(process, sales.clone(), session.detached(), stop_at))
         })
         .collect();
     for task in tasks {
