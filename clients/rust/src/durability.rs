@@ -37,6 +37,9 @@ pub(crate) fn default_ack_timeout(deadline: Duration) -> Duration {
     (deadline / 10).clamp(MIN_ACK_TIMEOUT, MAX_ACK_TIMEOUT)
 }
 
+/// What [`Durability::Aof`] waits for on top: `appendfsync everysec` fsyncs once a second.
+pub(crate) const AOF_FSYNC: Duration = Duration::from_secs(1);
+
 /// How much longer than its own timeout a `WAIT`'s answer is awaited (the round trip, a busy
 /// server) before the call counts as lost.
 pub(crate) const ACK_GRACE: Duration = Duration::from_secs(1);
@@ -131,9 +134,14 @@ pub(crate) struct Keeper {
 impl Keeper {
     /// What the handle's writes wait for, under a retry policy of `deadline`.
     pub fn keep(&self, deadline: Duration) -> Option<Keep> {
-        let timeout = self
-            .ack_timeout
-            .unwrap_or_else(|| default_ack_timeout(deadline));
+        let timeout = self.ack_timeout.unwrap_or_else(|| {
+            let fsync = if self.durability == Durability::Aof {
+                AOF_FSYNC
+            } else {
+                Duration::ZERO
+            };
+            default_ack_timeout(deadline) + fsync
+        });
         Keep::of(self.durability, timeout)
     }
 }
@@ -284,6 +292,28 @@ mod tests {
             default_ack_timeout(Duration::from_secs(60)),
             MAX_ACK_TIMEOUT
         );
+    }
+
+    #[test]
+    fn aof_waits_one_fsync_period_more_unless_set() {
+        let deadline = Duration::from_secs(10);
+        let keeper = |durability, ack_timeout| Keeper {
+            durability,
+            ack_timeout,
+            ..Keeper::default()
+        };
+        let timeout = |k: Keeper| k.keep(deadline).map(|keep| keep.timeout);
+        assert_eq!(
+            timeout(keeper(Durability::Replica, None)),
+            Some(Duration::from_secs(1))
+        );
+        assert_eq!(
+            timeout(keeper(Durability::Aof, None)),
+            Some(Duration::from_secs(2))
+        );
+        let set = Some(Duration::from_millis(300));
+        assert_eq!(timeout(keeper(Durability::Aof, set)), set);
+        assert_eq!(timeout(keeper(Durability::Master, None)), None);
     }
 
     #[test]

@@ -42,16 +42,21 @@ def durability_of(value: Any) -> str:
     return value
 
 
-def default_ack_timeout_ms(deadline_s: float) -> int:
+#: What "aof" waits for on top: ``appendfsync everysec`` fsyncs once a second.
+AOF_FSYNC_MS = 1_000
+
+
+def default_ack_timeout_ms(deadline_s: float, durability: str = "replica") -> int:
     """The acknowledgement timeout derived from a retry policy's ``deadline_s``: a tenth of it,
-    between 100 ms and 1 s."""
-    return int(min(max(deadline_s * 100, MIN_ACK_TIMEOUT_MS), MAX_ACK_TIMEOUT_MS))
+    between 100 ms and 1 s; for "aof" one fsync period more."""
+    timeout = int(min(max(deadline_s * 100, MIN_ACK_TIMEOUT_MS), MAX_ACK_TIMEOUT_MS))
+    return timeout + (AOF_FSYNC_MS if durability == "aof" else 0)
 
 
-def ack_timeout_of(value: Any, deadline_s: float) -> int:
+def ack_timeout_of(value: Any, deadline_s: float, durability: str = "replica") -> int:
     """``ack_timeout_ms=`` checked (None: derived from the retry deadline)."""
     if value is None:
-        return default_ack_timeout_ms(deadline_s)
+        return default_ack_timeout_ms(deadline_s, durability)
     return integer("ack_timeout_ms", value, 1)
 
 
@@ -108,7 +113,8 @@ def keep_for(durability: str, timeout_ms: int) -> Optional[Keep]:
 
 def keep_of(durability: Any, ack_timeout_ms: Any, deadline_s: float) -> Optional[Keep]:
     """The settings ``durability=`` and ``ack_timeout_ms=`` checked: what a write waits for."""
-    return keep_for(durability_of(durability), ack_timeout_of(ack_timeout_ms, deadline_s))
+    durability = durability_of(durability)
+    return keep_for(durability, ack_timeout_of(ack_timeout_ms, deadline_s, durability))
 
 
 #: How often a master with no replica known is asked again whether one attached.

@@ -53,8 +53,8 @@ class SaleOps:
         #: default), "master" or "aof".
         self.durability = durability_of(durability)
         #: How long a write waits for its acknowledgement (default: the retry deadline / 10,
-        #: between 100 ms and 1 s) before it is ``NotReplicatedError``.
-        self.ack_timeout_ms = ack_timeout_of(ack_timeout_ms, retry.deadline_s)
+        #: between 100 ms and 1 s; 1 s more for "aof") before it is ``NotReplicatedError``.
+        self.ack_timeout_ms = ack_timeout_of(ack_timeout_ms, retry.deadline_s, self.durability)
         self._keep = keep_for(self.durability, self.ack_timeout_ms)
         self._stats = ClientStats()
         self._stats_lock = threading.Lock()
