@@ -462,6 +462,149 @@ pub(crate) fn events_stream_of(key: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::durability::Durability;
+    use crate::link::block_on;
+    use std::collections::VecDeque;
+    use std::time::Duration;
+
+    /// A link that answers each command from a script (the command's name, then its answer)
+    /// and records what was sent.
+    struct Scripted {
+        script: VecDeque<(&'static str, redis::RedisResult<Value>)>,
+        sent: Vec<Vec<Vec<u8>>>,
+    }
+
+    impl Scripted {
+        fn new(script: Vec<(&'static str, redis::RedisResult<Value>)>) -> Scripted {
+            Scripted {
+                script: script.into(),
+                sent: Vec::new(),
+            }
+        }
+
+        fn names(&self) -> Vec<String> {
+            let name = |args: &Vec<Vec<u8>>| String::from_utf8_lossy(&args[0]).into_owned();
+            self.sent.iter().map(name).collect()
+        }
+    }
+
+    impl Link for Scripted {
+        fn query<T: redis::FromRedisValue + Send>(
+            &mut self,
+            cmd: &redis::Cmd,
+        ) -> impl std::future::Future<Output = redis::RedisResult<T>> + Send {
+            let args: Vec<Vec<u8>> = crate::routing::command_args(cmd)
+                .into_iter()
+                .map(<[u8]>::to_vec)
+                .collect();
+            let (name, answer) = self.script.pop_front().expect("a scripted answer");
+            assert!(
+                args[0].eq_ignore_ascii_case(name.as_bytes()),
+                "sent {args:?}, expected {name}"
+            );
+            self.sent.push(args);
+            std::future::ready(answer.and_then(|value| Ok(T::from_redis_value(value)?)))
+        }
+
+        fn sleep(&mut self, _: Duration) -> impl std::future::Future<Output = ()> + Send {
+            std::future::ready(())
+        }
+    }
+
+    const WITH_REPLICA: &str =
+        "role:master\r\nslave0:ip=127.0.0.1,port=1,state=online\r\nmaster_replid:aaa\r\n";
+    const WITHOUT: &str = "role:master\r\nconnected_slaves:0\r\nmaster_replid:aaa\r\n";
+
+    fn info(text: &str) -> redis::RedisResult<Value> {
+        Ok(Value::BulkString(text.as_bytes().to_vec()))
+    }
+
+    fn buy(link: &mut Scripted, durability: Durability, replicas: &Replicas) -> Result<i64> {
+        let policy = RetryPolicy {
+            deadline: Duration::from_secs(5),
+            ..RetryPolicy::default()
+        };
+        let mut retrier = Retrier::new(&policy, "a1");
+        let keep = Keep::of(durability, Duration::from_millis(100));
+        let keeping = Keeping { keep, replicas };
+        block_on(try_buy(link, &mut retrier, ("s", b"u", 1), "a1", keeping))
+    }
+
+    #[test]
+    fn a_purchase_waits_for_a_replica_only_when_it_bought_and_one_is_known() {
+        let replicas = Replicas::default();
+        // Master: nothing waited for.
+        let mut link = Scripted::new(vec![("SECKILL.TRY", Ok(Value::Int(9)))]);
+        assert_eq!(buy(&mut link, Durability::Master, &replicas).unwrap(), 9);
+        // A refusal changed nothing: no look, no wait.
+        let mut link = Scripted::new(vec![("SECKILL.TRY", Ok(Value::Int(-1)))]);
+        assert_eq!(buy(&mut link, Durability::Replica, &replicas).unwrap(), -1);
+        // Bought: the master is looked at once, then waited for.
+        let mut link = Scripted::new(vec![
+            ("SECKILL.TRY", Ok(Value::Int(8))),
+            ("INFO", info(WITH_REPLICA)),
+            ("WAIT", Ok(Value::Int(1))),
+        ]);
+        assert_eq!(buy(&mut link, Durability::Replica, &replicas).unwrap(), 8);
+        let mut link = Scripted::new(vec![
+            ("SECKILL.TRY", Ok(Value::Int(7))),
+            ("WAIT", Ok(Value::Int(1))),
+        ]);
+        assert_eq!(buy(&mut link, Durability::Replica, &replicas).unwrap(), 7);
+        assert_eq!(link.names(), ["SECKILL.TRY", "WAIT"], "no second look");
+    }
+
+    #[test]
+    fn no_acknowledgement_is_not_replicated_and_a_lost_wait_sends_the_purchase_again() {
+        let replicas = Replicas::default();
+        let mut link = Scripted::new(vec![
+            ("SECKILL.TRY", Ok(Value::Int(8))),
+            ("INFO", info(WITH_REPLICA)),
+            ("WAIT", Ok(Value::Int(0))),
+        ]);
+        match buy(&mut link, Durability::Replica, &replicas) {
+            Err(Error::NotReplicated {
+                reply: 8,
+                attempt_id,
+            }) => {
+                assert_eq!(attempt_id.as_deref(), Some("a1"));
+            }
+            other => panic!("{other:?}"),
+        }
+        // The replica's link is down now (INFO lists none): the same history still waits.
+        let lost: redis::RedisError =
+            std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset").into();
+        let mut link = Scripted::new(vec![
+            ("SECKILL.TRY", Ok(Value::Int(8))),
+            ("INFO", info(WITHOUT)),
+            ("WAIT", Err(lost)),
+            ("SECKILL.TRY", Ok(Value::Int(8))),
+            ("INFO", info(WITHOUT)),
+            ("WAIT", Ok(Value::Int(1))),
+        ]);
+        assert_eq!(buy(&mut link, Durability::Replica, &replicas).unwrap(), 8);
+        assert_eq!(
+            link.sent[0], link.sent[3],
+            "sent again under the same attempt id"
+        );
+    }
+
+    #[test]
+    fn a_master_without_replica_is_not_waited_for_and_looked_at_once_a_second_at_most() {
+        let replicas = Replicas::default();
+        let mut link = Scripted::new(vec![
+            ("SECKILL.TRY", Ok(Value::Int(9))),
+            ("INFO", info(WITHOUT)),
+        ]);
+        assert_eq!(buy(&mut link, Durability::Replica, &replicas).unwrap(), 9);
+        let mut link = Scripted::new(vec![("SECKILL.TRY", Ok(Value::Int(8)))]);
+        assert_eq!(buy(&mut link, Durability::Replica, &replicas).unwrap(), 8);
+        assert_eq!(
+            link.names(),
+            ["SECKILL.TRY"],
+            "looked at once a second at most"
+        );
+    }
 
     #[test]
     fn ids_are_random() {
