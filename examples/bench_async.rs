@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 const TASKS: usize = 256;
 const PURCHASES: usize = 200_000;
@@ -25,15 +25,6 @@ struct Measure {
     /// This process's CPU time per purchase, microseconds (0 for redis-benchmark, another
     /// process).
     client_us: f64,
-}
-
-fn cpu_time() -> Duration {
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    let time = |t: libc::timeval| {
-        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
-    };
-    time(usage.ru_utime) + time(usage.ru_stime)
 }
 
 fn server_us(server: &Server) -> f64 {
@@ -95,7 +86,7 @@ where
     fresh_sale(server, &key);
     let sale = Arc::new(Sale::new(key));
     let next = Arc::new(AtomicUsize::new(0));
-    let (cpu, started) = (cpu_time(), Instant::now());
+    let (cpu, started) = (seckill_harness::cpu_time(), Instant::now());
     let tasks: Vec<_> = (0..TASKS)
         .map(|_| {
             let (sale, next, mut con) = (sale.clone(), next.clone(), con.clone());
@@ -115,7 +106,7 @@ where
     for task in tasks {
         task.await.unwrap();
     }
-    let (took, cpu) = (started.elapsed(), cpu_time() - cpu);
+    let (took, cpu) = (started.elapsed(), seckill_harness::cpu_time() - cpu);
     Measure {
         per_s: PURCHASES as f64 / took.as_secs_f64(),
         server_us: server_us(server),

@@ -35,15 +35,6 @@ struct Measure {
     client_us: f64,
 }
 
-fn cpu_time() -> Duration {
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    let time = |t: libc::timeval| {
-        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
-    };
-    time(usage.ru_utime) + time(usage.ru_stime)
-}
-
 /// `(server µs per SECKILL.TRY, WAIT calls)` since the last CONFIG RESETSTAT.
 fn commandstats(server: &Server) -> (f64, f64) {
     let text: String = redis::cmd("INFO")
@@ -114,7 +105,7 @@ where
 {
     let buy = Arc::new(buy);
     let next = Arc::new(AtomicUsize::new(0));
-    let (cpu, started) = (cpu_time(), Instant::now());
+    let (cpu, started) = (seckill_harness::cpu_time(), Instant::now());
     let tasks: Vec<_> = (0..TASKS)
         .map(|_| {
             let (buy, next) = (buy.clone(), next.clone());
@@ -132,7 +123,11 @@ where
     for task in tasks {
         task.await.unwrap();
     }
-    measured(server, started.elapsed(), Some(cpu_time() - cpu))
+    measured(
+        server,
+        started.elapsed(),
+        Some(seckill_harness::cpu_time() - cpu),
+    )
 }
 
 async fn library(server: &Server, durability: Durability, row: &str) -> Measure {

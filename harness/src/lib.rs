@@ -453,6 +453,18 @@ pub fn busy_spells(
     })
 }
 
+/// This process's CPU time so far, user and system (getrusage): what a client costs, its
+/// servers being other processes.
+pub fn cpu_time() -> Duration {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage fills the struct it is given.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let time = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    time(usage.ru_utime) + time(usage.ru_stime)
+}
+
 /// Makes `replica` replicate `master` and waits until the link is up and in sync.
 pub fn replicate(replica: &Server, master: &Server) {
     let mut con = replica.con();

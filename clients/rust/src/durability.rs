@@ -144,6 +144,23 @@ impl Keeper {
         });
         Keep::of(self.durability, timeout)
     }
+
+    /// What the handle's writes wait for under a retry policy of `deadline`: nothing unless
+    /// `kept` (a call that asks for its own acknowledgement).
+    pub fn keeping(&self, deadline: Duration, kept: bool) -> Keeping<'_> {
+        Keeping {
+            keep: self.keep(deadline).filter(|_| kept),
+            replicas: &self.replicas,
+        }
+    }
+}
+
+/// What a handle's writes wait for, and what it knows of the masters' replicas (its
+/// operations, `check` and `keep`, are the commands' side: `crate::key`).
+#[derive(Clone, Copy)]
+pub(crate) struct Keeping<'a> {
+    pub keep: Option<Keep>,
+    pub replicas: &'a Replicas,
 }
 
 /// How often a master with no replica known is asked again whether one attached.

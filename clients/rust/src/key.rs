@@ -1,7 +1,7 @@
 //! The commands on one sale key, written once over a [`Link`] for both kinds of sale (a
 //! one-key [`crate::Sale`] and each partition of a [`crate::PartitionedSale`]), sync and async.
 
-use crate::durability::{ACK_GRACE, Change, Keep, Replicas};
+use crate::durability::{ACK_GRACE, Change, Keeping};
 use crate::error::{Error, Result};
 use crate::info::{Buyer, PartitionInfo, SaleEvent, parse_fields};
 use crate::link::{Link, query_retried};
@@ -32,14 +32,6 @@ pub(crate) fn check_call(user: &[u8], qty: Option<u64>) -> Result<()> {
         ))),
         _ => Ok(()),
     }
-}
-
-/// What a handle's writes wait for, and what it knows of the masters' replicas (see
-/// `crate::durability`).
-#[derive(Clone, Copy)]
-pub(crate) struct Keeping<'a> {
-    pub keep: Option<Keep>,
-    pub replicas: &'a Replicas,
 }
 
 impl Keeping<'_> {
@@ -462,7 +454,7 @@ pub(crate) fn events_stream_of(key: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::durability::Durability;
+    use crate::durability::{Durability, Keep, Replicas};
     use crate::link::block_on;
     use std::collections::VecDeque;
     use std::time::Duration;

@@ -1,11 +1,11 @@
 //! A one-key sale: one `SECKILL.INIT` key, the way most users start. The same interface as a
 //! partitioned sale ([`crate::FlashSale`]), without partitions to route to or borrow from.
 
-use crate::durability::{Change, Durability, Keeper};
+use crate::durability::{Change, Durability, Keeper, Keeping};
 use crate::error::{Error, Result};
 use crate::flash_sale::Counters;
 use crate::info::{Buyer, SaleEvent, SaleInfo};
-use crate::key::{self, Keeping};
+use crate::key;
 use crate::link::{Blocking, Link, block_on};
 use crate::partitioned::check_units;
 use crate::protocol::DRAINED;
@@ -128,20 +128,9 @@ impl Sale {
         self
     }
 
-    /// What this handle's writes wait for: nothing unless `kept`.
-    fn keeping_if(&self, kept: bool) -> Keeping<'_> {
-        Keeping {
-            keep: self.keeping().keep.filter(|_| kept),
-            replicas: &self.keeper.replicas,
-        }
-    }
-
     /// What this handle's writes wait for.
     fn keeping(&self) -> Keeping<'_> {
-        Keeping {
-            keep: self.keeper.keep(self.retry.deadline),
-            replicas: &self.keeper.replicas,
-        }
+        self.keeper.keeping(self.retry.deadline, true)
     }
 
     /// Answers purchases through `cache`, the sold-out cache: once the server refused one as
@@ -242,7 +231,7 @@ impl Sale {
             &mut retrier,
             (&self.key, user, qty),
             &attempt,
-            self.keeping_if(kept),
+            self.keeper.keeping(self.retry.deadline, kept),
         )
         .await?;
         // A `Sale` on one partition of a partitioned sale: that key alone has no units.

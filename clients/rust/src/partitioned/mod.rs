@@ -2,12 +2,12 @@
 //! hash. Every command goes to one key, so the underlying client (a `redis::Connection`, or a
 //! `redis::cluster::ClusterConnection` that follows MOVED and ASK) routes it.
 
-use crate::durability::{Durability, Keeper};
+use crate::durability::{Durability, Keeper, Keeping};
 use crate::error::{Error, Result};
 use crate::flash_sale::Counters;
 use crate::health::{Health, Placement};
 use crate::info::{Buyer, PartitionInfo, SaleEvent, SaleInfo};
-use crate::key::{self, Keeping};
+use crate::key;
 use crate::link::{Blocking, Link, block_on};
 use crate::protocol::DRAINED;
 use crate::reply::TryReply;
@@ -168,20 +168,9 @@ impl PartitionedSale {
         self
     }
 
-    /// What this handle's writes wait for: nothing unless `kept`.
-    fn keeping_if(&self, kept: bool) -> Keeping<'_> {
-        Keeping {
-            keep: self.keeping().keep.filter(|_| kept),
-            replicas: &self.keeper.replicas,
-        }
-    }
-
     /// What this handle's writes wait for.
     pub(crate) fn keeping(&self) -> Keeping<'_> {
-        Keeping {
-            keep: self.keeper.keep(self.retry.deadline),
-            replicas: &self.keeper.replicas,
-        }
+        self.keeper.keeping(self.retry.deadline, true)
     }
 
     pub fn name(&self) -> &str {
@@ -269,7 +258,7 @@ impl PartitionedSale {
                 &mut retrier,
                 (key, user, qty),
                 &attempt,
-                self.keeping_if(kept),
+                self.keeper.keeping(self.retry.deadline, kept),
             )
             .await?;
             // The partition's master answered: a borrow may read it again at once.
