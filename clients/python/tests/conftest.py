@@ -179,3 +179,18 @@ def promote(nodes, replica, master):
     os.kill(replica.process.pid, signal.SIGCONT)
     redis.Redis(port=replica.port).execute_command("CLUSTER", "FAILOVER", "TAKEOVER")
     wait_until(lambda: redis.Redis(port=replica.port).info("replication")["role"] == "master", "the promotion")
+
+
+async def buy_until_kept(sale, user):
+    """``sale.try_buy(user)`` on a ``seckill.asyncio`` sale, sent again under its attempt id
+    while it ends ``NotReplicatedError``, as a shop does for a buyer told "confirming": a write
+    answered by a master just before a failover (its WAIT cut short) can end so, and its repeat
+    then answers from the new master, never buying twice."""
+    from seckill import NotReplicatedError
+
+    attempt = None
+    while True:
+        try:
+            return await sale.try_buy(user, attempt_id=attempt)
+        except NotReplicatedError as error:
+            attempt = error.attempt_id
