@@ -58,7 +58,9 @@ impl Keeping<'_> {
 
     /// After a write on `key` answered `reply` on `link`'s connection: `Ok(true)` when it is
     /// kept or there is nothing to wait for (it changed nothing, or its master has no replica
-    /// to wait for), `Ok(false)` when no replica acknowledged it in time. A failure of the
+    /// to wait for), `Ok(false)` when no replica acknowledged it in time (then the next write
+    /// looks at the master again: its replica may be gone for good, or the key on another
+    /// master since; the same history keeps waiting for the replica). A failure of the
     /// look or of the wait is the caller's (the write sent again under its attempt id, whose
     /// repeat the module marks so that the next wait covers it, or reported).
     pub async fn keep<L: Link>(
@@ -94,7 +96,11 @@ impl Keeping<'_> {
             Err(e) if keep.aof && !is_retryable(&e) => return Err(aof_refused(&e)),
             Err(e) => return Err(forget(e).into()),
         };
-        Ok(keep.kept(&answer, replica))
+        let kept = keep.kept(&answer, replica);
+        if !kept {
+            self.replicas.forget(key);
+        }
+        Ok(kept)
     }
 }
 
@@ -157,9 +163,6 @@ async fn retried_and_kept<L: Link>(
         match keeping.keep(link, key, change, &Value::Int(reply)).await {
             Ok(true) => return Ok(reply),
             Ok(false) => {
-                // Its replica may be gone for good, or the key on another master since: the
-                // next write looks again (the same history keeps waiting for the replica).
-                keeping.replicas.forget(key);
                 return Err(Error::NotReplicated {
                     reply,
                     attempt_id: Some(retrier.attempt_id().to_string()),
@@ -189,7 +192,6 @@ pub(crate) async fn kept_write<L: Link, T: redis::FromRedisValue>(
         .await
         .inspect_err(|_| keeping.replicas.forget(key))?;
     if !keeping.keep(link, key, change, &reply).await? {
-        keeping.replicas.forget(key);
         let reply = match reply {
             Value::Int(n) => n,
             _ => 0,

@@ -228,9 +228,12 @@ fn route(cmd: &Cmd, last_write: &mut Option<(Side, u16)>) -> Route {
 
 /// Whether `name` keeps the write before it: it goes where that one went.
 pub(super) fn is_follow_up(name: &[u8]) -> bool {
-    [&b"WAIT"[..], b"WAITAOF", b"INFO"]
-        .iter()
-        .any(|follow_up| name.eq_ignore_ascii_case(follow_up))
+    is_wait(name) || name.eq_ignore_ascii_case(b"INFO")
+}
+
+/// A `WAIT` or a `WAITAOF`: it counts the writes of its own connection.
+pub(super) fn is_wait(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b"WAIT") || name.eq_ignore_ascii_case(b"WAITAOF")
 }
 
 fn is_purchase(name: &[u8]) -> bool {

@@ -93,23 +93,35 @@ impl Nodes {
         cmd: &Cmd,
         asking: bool,
     ) -> RedisResult<(Value, u64)> {
-        let budget = self.settings.response_timeout + blocking_time(cmd);
         let (con, made) = self.connection(node).await?;
-        let result = if asking {
-            let mut pipeline = redis::pipe();
-            pipeline.cmd("ASKING").add_command(cmd.clone());
-            let mut con = con.clone();
-            within(budget, async move {
-                let mut replies = con.send_packed_commands(&pipeline, 0, 2).await?;
-                replies.pop().unwrap_or(Value::Nil).extract_error()
-            })
-            .await
-        } else {
-            let mut con = con;
-            within(budget, async move { con.send_packed_command(cmd).await }).await
-        };
+        if !asking {
+            return Ok((self.send(node, con, cmd).await?, made));
+        }
+        let budget = self.settings.response_timeout + blocking_time(cmd);
+        let mut pipeline = redis::pipe();
+        pipeline.cmd("ASKING").add_command(cmd.clone());
+        let mut con = con;
+        let result = within(budget, async move {
+            let mut replies = con.send_packed_commands(&pipeline, 0, 2).await?;
+            replies.pop().unwrap_or(Value::Nil).extract_error()
+        })
+        .await;
         self.judge(node, &result);
         result.map(|value| (value, made))
+    }
+
+    /// `cmd` on `con`, `node`'s connection, bounded by the response timeout (plus the wait it
+    /// asks for), its outcome judged.
+    async fn send(
+        &self,
+        node: &Arc<str>,
+        mut con: MultiplexedConnection,
+        cmd: &Cmd,
+    ) -> RedisResult<Value> {
+        let budget = self.settings.response_timeout + blocking_time(cmd);
+        let result = within(budget, async move { con.send_packed_command(cmd).await }).await;
+        self.judge(node, &result);
+        result
     }
 
     /// `wait` (a `WAIT` or `WAITAOF`) for a write made on `node`'s connection `made`: the
@@ -133,14 +145,7 @@ impl Nodes {
         }
         let round = rounds.started.fetch_add(1, Ordering::SeqCst) + 1;
         let answer = match self.connection(node).await {
-            Ok((con, now)) if now == made => {
-                let budget = self.settings.response_timeout + blocking_time(wait);
-                let mut con = con;
-                let answer =
-                    within(budget, async move { con.send_packed_command(wait).await }).await;
-                self.judge(node, &answer);
-                answer
-            }
+            Ok((con, now)) if now == made => self.send(node, con, wait).await,
             Ok(_) => Err(gone(node)),
             Err(e) => Err(e),
         };

@@ -210,7 +210,7 @@ impl ClusterSession {
     async fn call(&mut self, cmd: &Cmd) -> RedisResult<Value> {
         let (slot, mut node) = self.target(cmd);
         if slot.is_none()
-            && is_wait(cmd)
+            && super::is_wait(super::name_of(cmd))
             && let Some((written, made)) = &self.last_connection
             && *written == node
         {
@@ -365,12 +365,6 @@ impl Topology {
 /// Whether `e` is a server's answer that it runs without cluster support.
 fn no_cluster(e: &redis::RedisError) -> bool {
     e.code() == Some("ERR") && e.to_string().contains("cluster support disabled")
-}
-
-/// A `WAIT` or a `WAITAOF`: shared between the writes it counts.
-fn is_wait(cmd: &Cmd) -> bool {
-    let name = super::name_of(cmd);
-    name.eq_ignore_ascii_case(b"WAIT") || name.eq_ignore_ascii_case(b"WAITAOF")
 }
 
 /// A reply that is an error, as the call's error (so that a redirect is seen as one).
