@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Generator, List, Optional, Tuple
 
 from ._args import integer
 from .errors import ArgumentTypeError, InvalidArgumentError
 from .info import as_text
 
-__all__ = ["Keep", "DURABILITIES", "Replicas", "keep_for", "default_ack_timeout_ms", "durability_of"]
+__all__ = ["DURABILITIES", "Keep", "Replicas", "ack_timeout_of", "default_ack_timeout_ms", "durability_of", "keep_for",
+           "keep_of", "keep_steps"]
 
 #: The settings of ``durability=``.
 DURABILITIES = ("replica", "master", "aof")
@@ -62,7 +63,8 @@ def ack_timeout_of(value: Any, deadline_s: float, durability: str = "replica") -
 
 def wrote(reply: Any) -> bool:
     """Whether a write's reply says it changed the sale (so that a failover could take it
-    back): a purchase's units left (>= 0), a cancel's units returned (> 0), a confirm's 1, OK."""
+    back): a purchase's units left (>= 0), OK. (A cancel's and a confirm's: ``returned_units``,
+    ``confirmed``.)"""
     if isinstance(reply, int):
         return reply >= 0
     return reply is not None
@@ -102,6 +104,16 @@ class Keep:
 
     def for_change(self, changed: Callable[[Any], bool]) -> "Keep":
         return Keep(self.aof, self.timeout_ms, changed)
+
+    def read_timeout(self, timeout_s: Optional[float]) -> float:
+        """How long the answer of ``command`` is awaited: its own timeout, plus the call's
+        (or ACK_GRACE_S) for the round trip and a busy server, before the call counts as lost."""
+        return self.timeout_ms / 1000 + (timeout_s if timeout_s is not None else ACK_GRACE_S)
+
+
+#: How much longer than its own timeout a WAIT's answer is awaited (the round trip, a busy
+#: server) before the call counts as lost.
+ACK_GRACE_S = 1.0
 
 
 def keep_for(durability: str, timeout_ms: int) -> Optional[Keep]:
@@ -187,6 +199,34 @@ class Replicas:
         if listed is not None:
             return listed or (node is not None and node.connected)
         return node is not None and node.seen_in is not None
+
+
+#: One step of ``keep_steps``: a command to send on the writes' connection and how long its
+#: answer is awaited.
+Step = Tuple[Tuple[Any, ...], Optional[float]]
+
+
+def keep_steps(replicas: Replicas, name: str, listed: Optional[bool], keep: Keep, writes: List[Any],
+               timeout_s: Optional[float]) -> Generator[Step, Any, Optional[bool]]:
+    """What keeps ``writes`` (their replies) made on one connection to ``name``, as the commands
+    to send on that connection one after the other (each yielded with its read timeout, its
+    answer sent back): the sync and the asyncio connections drive it alike. The result: None
+    when none changed anything or no replica is there to wait for, else whether one WAIT (or
+    WAITAOF) says they are all kept (one answer covers every earlier write of the connection).
+    An unkept write has ``name`` looked at again at the next write (the same history keeps
+    waiting for its replica)."""
+    if not any(keep.changed(reply) for reply in writes):
+        return None
+    if replicas.needs_look(name, listed):
+        replicas.learn(name, (yield ("INFO", "replication"), timeout_s))
+    replica = replicas.known(name, listed)
+    command = keep.command(replica)
+    if command is None:
+        return None
+    kept = keep.kept((yield command, keep.read_timeout(timeout_s)), replica)
+    if not kept:
+        replicas.forget(name)
+    return kept
 
 
 def _fields(info: Any) -> Dict[str, str]:

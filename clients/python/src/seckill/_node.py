@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional, Tuple, cast
 
 import redis
 
-from ._durability import Keep, Replicas
+from ._durability import Keep, Replicas, keep_steps
 from ._health import NodeHealth, NotSentError
 from .errors import translate
 
@@ -215,25 +215,18 @@ class NodeConnections:
 
     def _keep(self, name: str, effect: NodeCall, connection: Any, reply: Any) -> Optional[bool]:
         """After the write of ``effect`` answered ``reply`` on ``connection``: the extra
-        result of an acknowledged call (see ``NodeCall``)."""
-        keep = effect.keep
-        assert keep is not None
-        if not keep.changed(reply):
-            return None
-        listed = self.listed(effect.key)
-        if self.replicas.needs_look(name, listed):
-            (info,) = _exchange(connection, (("INFO", "replication"),), effect.timeout_s)
-            self.replicas.learn(name, info)
-        replica = self.replicas.known(name, listed)
-        command = keep.command(replica)
-        if command is None:
-            return None
-        (answer,) = _exchange(connection, (command,), ack_read_timeout(keep, effect.timeout_s))
-        kept = keep.kept(answer, replica)
-        if not kept:
-            self.replicas.forget(name)  # looked at again: the same history keeps waiting
-            if self._unkept.due():
-                self.refresh_topology()  # the replica may be gone for good: the map says so
+        result of an acknowledged call (see ``NodeCall``), by ``keep_steps``."""
+        assert effect.keep is not None
+        steps = keep_steps(self.replicas, name, self.listed(effect.key), effect.keep, [reply], effect.timeout_s)
+        answer = None
+        try:
+            while True:
+                command, timeout = steps.send(answer)
+                (answer,) = _exchange(connection, (command,), timeout)
+        except StopIteration as done:
+            kept: Optional[bool] = done.value
+        if kept is False and self._unkept.due():
+            self.refresh_topology()  # the replica may be gone for good: the map says so
         return kept
 
 
@@ -262,15 +255,6 @@ def lists_replica(cluster: Any, key: str) -> bool:
         return len(cluster.nodes_manager.slots_cache.get(cluster.keyslot(key)) or ()) > 1
     except (AttributeError, KeyError, redis.exceptions.RedisError):
         return True  # the map is being relearned: wait, the safe side
-
-
-#: How much longer than its own timeout a WAIT's answer is awaited (the round trip, a busy
-#: server) before the call counts as lost.
-ACK_GRACE_S = 1.0
-
-
-def ack_read_timeout(keep: Keep, timeout_s: Optional[float]) -> float:
-    return keep.timeout_ms / 1000 + (timeout_s if timeout_s is not None else ACK_GRACE_S)
 
 
 def _exchange(connection: Any, commands: Tuple[Tuple[Any, ...], ...], timeout: Optional[float]) -> List[Any]:

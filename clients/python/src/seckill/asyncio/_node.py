@@ -9,10 +9,10 @@ from typing import Any, Dict, List, Optional, Tuple, cast
 import redis
 import redis.asyncio
 
-from .._durability import Keep, Replicas
+from .._durability import Keep, Replicas, keep_steps
 from .._health import NodeHealth
-from .._node import (NODE_FAILURES, UNKEPT_REFRESH_S, Every, NodeCall, _is_ask, ack_read_timeout, lists_replica,
-                     lost_node, moves_topology, not_sent, own_connection)
+from .._node import (NODE_FAILURES, UNKEPT_REFRESH_S, Every, NodeCall, _is_ask, lists_replica, lost_node,
+                     moves_topology, not_sent, own_connection)
 from ..errors import translate
 
 __all__ = ["NodeConnections", "nodes_of"]
@@ -144,27 +144,20 @@ class NodeConnections:
 
     async def _keep(self, name: str, key: str, keep: Keep, connection: Any, writes: List[Any],
                     timeout_s: Optional[float]) -> Optional[bool]:
-        """After ``writes`` (their replies) on ``connection``: None when none changed anything
-        or no replica is there to wait for, else whether one WAIT (or WAITAOF) says they are
-        all kept (``seckill._node``'s rules; one answer covers every earlier write of the
-        connection)."""
-        if not any(keep.changed(reply) for reply in writes):
-            return None
-        listed = self.listed(key)
-        if self.replicas.needs_look(name, listed):
-            (info,) = await _exchange(connection, (("INFO", "replication"),), timeout_s)
-            self.replicas.learn(name, info)
-        replica = self.replicas.known(name, listed)
-        command = keep.command(replica)
-        if command is None:
-            return None
-        self.waits += 1
-        (answer,) = await _exchange(connection, (command,), ack_read_timeout(keep, timeout_s))
-        kept = keep.kept(answer, replica)
-        if not kept:
-            self.replicas.forget(name)  # looked at again: the same history keeps waiting
-            if self._unkept.due():
-                asyncio.get_running_loop().create_task(self.refresh_topology())
+        """After ``writes`` (their replies) on ``connection``: what keeps them, by
+        ``keep_steps`` (None, or whether kept)."""
+        steps = keep_steps(self.replicas, name, self.listed(key), keep, writes, timeout_s)
+        answer = None
+        try:
+            while True:
+                command, timeout = steps.send(answer)
+                if command[0] != "INFO":  # a WAIT or a WAITAOF
+                    self.waits += 1
+                (answer,) = await _exchange(connection, (command,), timeout)
+        except StopIteration as done:
+            kept: Optional[bool] = done.value
+        if kept is False and self._unkept.due():
+            asyncio.get_running_loop().create_task(self.refresh_topology())
         return kept
 
     async def _grouped(self, effect: NodeCall, name: str, kind: Any, kwargs: Dict[str, Any]) -> List[Any]:
