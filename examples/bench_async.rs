@@ -10,7 +10,6 @@ use seckill_client::TryReply;
 use seckill_client::aio::{ClusterSession, FlashSale, Sale};
 use seckill_harness::Server;
 use std::fmt::Write as _;
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -28,18 +27,7 @@ struct Measure {
 }
 
 fn server_us(server: &Server) -> f64 {
-    let text: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut server.con())
-        .unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_seckill.try:"))
-        .and_then(|line| {
-            line.split(',')
-                .find_map(|f| f.strip_prefix("usec_per_call="))
-        })
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
+    seckill_harness::commandstat(&mut server.con(), "seckill.try", "usec_per_call")
 }
 
 fn fresh_sale(server: &Server, key: &str) {
@@ -60,18 +48,9 @@ fn fresh_sale(server: &Server, key: &str) {
 fn redis_benchmark(server: &Server, round: usize) -> Measure {
     let key = "bench:async:rb";
     fresh_sale(server, key);
-    let binary = std::env::var("REDIS_BENCHMARK").unwrap_or_else(|_| "redis-benchmark".into());
-    let started = Instant::now();
-    let out = Command::new(&binary)
-        .args(["-h", "127.0.0.1", "-p", &server.port.to_string()])
-        .args(["-n", &PURCHASES.to_string(), "-c", "16", "-P", "16", "-q"])
-        .args(["-r", "100000000000"])
-        .args(["SECKILL.TRY", key, &format!("r{round}:__rand_int__"), "1"])
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {binary}: {e}"));
-    assert!(out.status.success(), "{binary} failed");
+    let took = seckill_harness::redis_benchmark_try(server, key, &format!("r{round}:"), PURCHASES);
     Measure {
-        per_s: PURCHASES as f64 / started.elapsed().as_secs_f64(),
+        per_s: PURCHASES as f64 / took.as_secs_f64(),
         server_us: server_us(server),
         client_us: 0.0,
     }

@@ -37,20 +37,9 @@ struct Measure {
 
 /// `(server µs per SECKILL.TRY, WAIT calls)` since the last CONFIG RESETSTAT.
 fn commandstats(server: &Server) -> (f64, f64) {
-    let text: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut server.con())
-        .unwrap();
-    let field = |command: &str, name: &str| -> f64 {
-        text.lines()
-            .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:")))
-            .and_then(|line| line.split(',').find_map(|f| f.strip_prefix(name)))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0.0)
-    };
     (
-        field("seckill.try", "usec_per_call="),
-        field("wait", "calls="),
+        seckill_harness::commandstat(&mut server.con(), "seckill.try", "usec_per_call"),
+        seckill_harness::commandstat(&mut server.con(), "wait", "calls"),
     )
 }
 
@@ -84,17 +73,8 @@ fn measured(server: &Server, took: Duration, cpu: Option<Duration>) -> Measure {
 fn redis_benchmark(server: &Server, round: usize) -> Measure {
     let key = "bench:durability:rb";
     fresh_sale(server, key);
-    let binary = std::env::var("REDIS_BENCHMARK").unwrap_or_else(|_| "redis-benchmark".into());
-    let started = Instant::now();
-    let out = Command::new(&binary)
-        .args(["-h", "127.0.0.1", "-p", &server.port.to_string()])
-        .args(["-n", &PURCHASES.to_string(), "-c", "16", "-P", "16", "-q"])
-        .args(["-r", "100000000000"])
-        .args(["SECKILL.TRY", key, &format!("r{round}:__rand_int__"), "1"])
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {binary}: {e}"));
-    assert!(out.status.success(), "{binary} failed");
-    measured(server, started.elapsed(), None)
+    let took = seckill_harness::redis_benchmark_try(server, key, &format!("r{round}:"), PURCHASES);
+    measured(server, took, None)
 }
 
 /// PURCHASES purchases from TASKS tasks: `buy(n)` makes the n-th.

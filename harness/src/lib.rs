@@ -407,16 +407,7 @@ pub fn info_counter(con: &mut redis::Connection, name: &str) -> i64 {
 
 /// How many times `command` ran on the server, from `INFO commandstats` (0 if never).
 pub fn command_calls(con: &mut redis::Connection, command: &str) -> i64 {
-    let text: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(con)
-        .expect("INFO");
-    let prefix = format!("cmdstat_{}:calls=", command.to_lowercase());
-    text.lines()
-        .find_map(|line| line.strip_prefix(&prefix))
-        .map_or(0, |rest| {
-            rest.split(',').next().unwrap().parse().expect("calls")
-        })
+    commandstat(con, command, "calls") as i64
 }
 
 /// A master that writes every change to its AOF with `appendfsync always` (so a SIGKILL loses
@@ -463,6 +454,38 @@ pub fn cpu_time() -> Duration {
         Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
     };
     time(usage.ru_utime) + time(usage.ru_stime)
+}
+
+/// A field of `command`'s line in `INFO commandstats` (`calls`, `usec_per_call`, ...); 0 when
+/// the command never ran since the last `CONFIG RESETSTAT`.
+pub fn commandstat(con: &mut redis::Connection, command: &str, field: &str) -> f64 {
+    let text: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(con)
+        .expect("INFO");
+    let prefix = format!("cmdstat_{}:", command.to_lowercase());
+    let field = format!("{field}=");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|line| line.split(',').find_map(|f| f.strip_prefix(&field)))
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// `redis-benchmark -P 16 -c 16` sending `requests` `SECKILL.TRY key <prefix><random> 1` to
+/// `server` (`REDIS_BENCHMARK` chooses the binary): how long it took. The benches' ceiling.
+pub fn redis_benchmark_try(server: &Server, key: &str, prefix: &str, requests: usize) -> Duration {
+    let binary = std::env::var("REDIS_BENCHMARK").unwrap_or_else(|_| "redis-benchmark".into());
+    let started = Instant::now();
+    let out = Command::new(&binary)
+        .args(["-h", "127.0.0.1", "-p", &server.port.to_string()])
+        .args(["-n", &requests.to_string(), "-c", "16", "-P", "16", "-q"])
+        .args(["-r", "100000000000"])
+        .args(["SECKILL.TRY", key, &format!("{prefix}__rand_int__"), "1"])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {binary}: {e}"));
+    assert!(out.status.success(), "{binary} failed");
+    started.elapsed()
 }
 
 /// Makes `replica` replicate `master` and waits until the link is up and in sync.
