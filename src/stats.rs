@@ -58,6 +58,12 @@ pub static ABSORBS: Counter = Counter::new();
 /// Users admitted from waiting rooms, and TRYs refused for not being admitted (-6).
 pub static ADMISSIONS: Counter = Counter::new();
 pub static QUEUE_REJECTIONS: Counter = Counter::new();
+/// Waiting rooms' cohorts drawn at START, admitted users whose window lapsed, users who left,
+/// and users dropped in their turn for being absent (PRESENCE).
+pub static DRAWS: Counter = Counter::new();
+pub static LAPSES: Counter = Counter::new();
+pub static LEAVES: Counter = Counter::new();
+pub static DROPS: Counter = Counter::new();
 pub static SALES: Gauge = Gauge::new();
 
 pub static LOCKS: Gauge = Gauge::new();
@@ -100,5 +106,9 @@ pub fn fields(lock_waiting_clients: usize) -> Vec<(&'static str, i64)> {
         ("seals", c(&SEALS)),
         ("admissions", c(&ADMISSIONS)),
         ("queue_rejections", c(&QUEUE_REJECTIONS)),
+        ("room_draws", c(&DRAWS)),
+        ("room_lapses", c(&LAPSES)),
+        ("room_leaves", c(&LEAVES)),
+        ("room_drops", c(&DROPS)),
     ]
 }

@@ -646,6 +646,12 @@ impl Event {
     pub fn get(&self, name: &str) -> &str {
         self.fields.get(name).map_or("", String::as_str)
     }
+
+    /// The ms part of the entry's ID: when the server wrote it.
+    pub fn id_ms(&self) -> u64 {
+        let ms = self.id.split('-').next().unwrap_or_default();
+        ms.parse().expect("a stream entry ID")
+    }
 }
 
 /// Entries as XRANGE and XREAD reply them: (id, [field, value, ...]).

@@ -37,8 +37,8 @@ fn unset_if_zero(raw: &[u8], what: &str) -> ArgResult<Option<u64>> {
 }
 
 /// `SECKILL.INIT key stock [LIMIT n] [HOLD ms] [START unix_ms] [END unix_ms] [EVENTS stream
-/// [MAXLEN n]] [PARTITION i PARTITIONS n MANIFEST key] [QUEUE [ADMIT n PER ms] [WINDOW ms]]
-/// [REPLACE]`; HOLD 0, START 0, END 0 and MAXLEN 0 are the same as leaving them out.
+/// [MAXLEN n]] [PARTITION i PARTITIONS n MANIFEST key] [QUEUE [ADMIT n PER ms] [WINDOW ms]
+/// [PRESENCE ms]] [REPLACE]`; HOLD 0, START 0, END 0 and MAXLEN 0 are the same as leaving them out.
 pub fn init<'a>(rest: &'a [&'a [u8]]) -> ArgResult<InitArgs<'a>> {
     let (stock, options_rest) = rest.split_first().ok_or(ArgError::Arity)?;
     let mut parsed = InitArgs {
@@ -55,6 +55,7 @@ pub fn init<'a>(rest: &'a [&'a [u8]]) -> ArgResult<InitArgs<'a>> {
     };
     let (mut index, mut count, mut manifest) = (None, None, None);
     let (mut queue, mut admit, mut per, mut window) = (false, None, None, None);
+    let mut presence = None;
     options(options_rest, |name, value| {
         match name {
             "LIMIT" => parsed.limit = integer(value_of(name, value)?, "LIMIT", 1, MAX_UNITS)?,
@@ -93,6 +94,9 @@ pub fn init<'a>(rest: &'a [&'a [u8]]) -> ArgResult<InitArgs<'a>> {
             "ADMIT" => admit = Some(integer(value_of(name, value)?, "ADMIT", 1, MAX_UNITS)?),
             "PER" => per = Some(integer(value_of(name, value)?, "PER ms", 1, MAX_MS)?),
             "WINDOW" => window = Some(integer(value_of(name, value)?, "WINDOW ms", 1, MAX_MS)?),
+            "PRESENCE" => {
+                presence = Some(integer(value_of(name, value)?, "PRESENCE ms", 1, MAX_MS)?);
+            }
             _ => return Err(unknown_option(name.as_bytes())),
         }
         Ok(true)
@@ -121,9 +125,9 @@ pub fn init<'a>(rest: &'a [&'a [u8]]) -> ArgResult<InitArgs<'a>> {
     {
         return Err(ArgError::Invalid("ERR END must be after START".to_string()));
     }
-    if !queue && (admit.is_some() || per.is_some() || window.is_some()) {
+    if !queue && (admit.is_some() || per.is_some() || window.is_some() || presence.is_some()) {
         return Err(ArgError::Invalid(
-            "ERR ADMIT, PER and WINDOW set the waiting room: give QUEUE too".to_string(),
+            "ERR ADMIT, PER, WINDOW and PRESENCE set the waiting room: give QUEUE too".to_string(),
         ));
     }
     if queue {
@@ -139,6 +143,7 @@ pub fn init<'a>(rest: &'a [&'a [u8]]) -> ArgResult<InitArgs<'a>> {
         parsed.queue = Some(RoomConfig {
             rate,
             window_ms: window.unwrap_or(DEFAULT_WINDOW_MS),
+            presence_ms: presence,
         });
     }
     if parsed.events_maxlen.is_some() && parsed.events.is_none() {
@@ -229,6 +234,19 @@ pub fn user_within(user: &[u8], max: u64) -> ArgResult<()> {
 pub fn user_only<'a>(rest: &[&'a [u8]]) -> ArgResult<&'a [u8]> {
     match rest {
         [user] => identifier(user, "user"),
+        _ => Err(ArgError::Arity),
+    }
+}
+
+/// `SECKILL.JOIN key user [WITHETA]` and `SECKILL.POSITION key user [WITHETA]`: the user,
+/// and whether the reply adds its ETA.
+pub fn place_call<'a>(rest: &[&'a [u8]]) -> ArgResult<(&'a [u8], bool)> {
+    match rest {
+        [user] => Ok((identifier(user, "user")?, false)),
+        [user, flag] if flag.eq_ignore_ascii_case(b"WITHETA") => {
+            Ok((identifier(user, "user")?, true))
+        }
+        [_, flag] => Err(unknown_option(flag)),
         _ => Err(ArgError::Arity),
     }
 }
@@ -432,19 +450,30 @@ mod tests {
             queue(&[b"10", b"QUEUE"]),
             Ok(Some(RoomConfig {
                 rate: None,
-                window_ms: DEFAULT_WINDOW_MS
+                window_ms: DEFAULT_WINDOW_MS,
+                presence_ms: None,
             }))
         );
         assert_eq!(
             queue(&[
-                b"10", b"queue", b"ADMIT", b"100", b"PER", b"1000", b"WINDOW", b"5000"
+                b"10",
+                b"queue",
+                b"ADMIT",
+                b"100",
+                b"PER",
+                b"1000",
+                b"WINDOW",
+                b"5000",
+                b"PRESENCE",
+                b"30000"
             ]),
             Ok(Some(RoomConfig {
                 rate: Some(Rate {
                     users: 100,
                     per_ms: 1000
                 }),
-                window_ms: 5000
+                window_ms: 5000,
+                presence_ms: Some(30_000),
             }))
         );
         assert_eq!(queue(&[b"10"]), Ok(None));
@@ -458,6 +487,9 @@ mod tests {
             (&[b"10", b"QUEUE", b"ADMIT", b"0", b"PER", b"1"], "ADMIT"),
             (&[b"10", b"QUEUE", b"WINDOW", b"0"], "WINDOW"),
             (&[b"10", b"QUEUE", b"WINDOW", b"x"], "WINDOW"),
+            (&[b"10", b"QUEUE", b"PRESENCE", b"0"], "PRESENCE"),
+            (&[b"10", b"QUEUE", b"PRESENCE", b"-5"], "PRESENCE"),
+            (&[b"10", b"PRESENCE", b"100"], "give QUEUE too"),
         ] {
             match init(args) {
                 Err(ArgError::Invalid(message)) => assert!(message.contains(error), "{message}"),
@@ -467,6 +499,24 @@ mod tests {
         assert_eq!(admit(&[b"3"]), Ok(3));
         assert!(admit(&[b"0"]).is_err());
         assert_eq!(admit(&[]), Err(ArgError::Arity));
+    }
+
+    #[test]
+    fn join_and_position_take_witheta_once_and_nothing_else() {
+        assert_eq!(place_call(&[b"ann"]), Ok((&b"ann"[..], false)));
+        assert_eq!(place_call(&[b"ann", b"witheta"]), Ok((&b"ann"[..], true)));
+        assert_eq!(
+            place_call(&[b"ann", b"NOW"]),
+            Err(ArgError::Invalid("ERR unknown option 'NOW'".to_string()))
+        );
+        for bad in [
+            &[][..],
+            &[&b"ann"[..], b"WITHETA", b"WITHETA"],
+            &[b"ann", b"WITHETA", b"5"],
+        ] {
+            assert_eq!(place_call(bad), Err(ArgError::Arity), "{bad:?}");
+        }
+        assert!(place_call(&[b"", b"WITHETA"]).is_err());
     }
 
     #[test]

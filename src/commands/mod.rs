@@ -78,6 +78,7 @@ command_table![
     sale::JOIN,
     sale::POSITION,
     sale::ADMIT,
+    sale::LEAVE,
     sale::RESTORE,
     sale::REPLAY,
     lock::ACQUIRE,

@@ -26,16 +26,7 @@ pub enum Field {
 /// Most fields an entry has.
 pub const MAX_FIELDS: usize = 7;
 
-const EVENT_KINDS: [EventKind; 8] = [
-    EventKind::Purchase,
-    EventKind::Confirm,
-    EventKind::Cancel,
-    EventKind::Expire,
-    EventKind::Restock,
-    EventKind::Lend,
-    EventKind::Absorb,
-    EventKind::Admit,
-];
+const EVENT_KINDS: [EventKind; EventKind::ALL.len()] = EventKind::ALL;
 
 /// The field names (in [`Field`] order), then the event kinds' names (in `EVENT_KINDS` order).
 static WORDS: StaticStrings<{ MAX_FIELDS + EVENT_KINDS.len() }> = StaticStrings::new([
@@ -54,6 +45,10 @@ static WORDS: StaticStrings<{ MAX_FIELDS + EVENT_KINDS.len() }> = StaticStrings:
     "lend",
     "absorb",
     "admit",
+    "draw",
+    "lapse",
+    "leave",
+    "drop",
 ]);
 
 pub enum Value<'a> {
@@ -117,10 +112,8 @@ impl<'c> Stream<'c> {
             argv[2 * i + 1] = match value {
                 Value::Bytes(bytes) => values.bytes(bytes),
                 Value::Int(n) => values.integer(*n),
-                Value::Kind(kind) => {
-                    let at = EVENT_KINDS.iter().position(|k| k == kind);
-                    WORDS.get(MAX_FIELDS + at.expect("every kind is listed"))
-                }
+                // EventKind::ALL lists the kinds in their declared order.
+                Value::Kind(kind) => WORDS.get(MAX_FIELDS + *kind as usize),
             };
         }
         let (mut stream_id, flags) = match id {
@@ -212,6 +205,7 @@ mod tests {
         }
         for (i, kind) in EVENT_KINDS.iter().enumerate() {
             assert_eq!(WORDS.word(MAX_FIELDS + i), kind.name());
+            assert_eq!(*kind as usize, i, "ALL in declared order");
         }
     }
 }

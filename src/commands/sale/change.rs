@@ -18,6 +18,7 @@ use crate::context::reply::integer;
 use crate::context::stream::Stream;
 use crate::context::strings::{StaticStrings, TempStrings};
 use crate::logic::replication::{self, Change, Form};
+use crate::logic::room::Place;
 use crate::logic::sale::{Sale, TryOutcome, next_entry_id};
 use crate::stats;
 use crate::types::sale::{SALE_TYPE, SaleValue};
@@ -59,6 +60,10 @@ pub(super) enum Op<'a> {
     /// Expire due holds and step the waiting room (the timer's change).
     Expire,
     Join {
+        user: &'a [u8],
+        with_eta: bool,
+    },
+    Leave {
         user: &'a [u8],
     },
     Admit {
@@ -119,7 +124,10 @@ pub(super) fn parse_op<'a>(
             id: args::settle(rest)?,
         }
     } else if is("JOIN") {
-        Op::Join {
+        let (user, with_eta) = args::place_call(rest)?;
+        Op::Join { user, with_eta }
+    } else if is("LEAVE") {
+        Op::Leave {
             user: args::user_only(rest)?,
         }
     } else if is("ADMIT") {
@@ -190,8 +198,34 @@ fn apply(sale: &mut Sale, op: &Op, now_ms: u64) -> RedisResult {
             sale.expire_due(now_ms);
             RedisValue::Null
         }
-        Op::Join { user } => RedisValue::Integer(sale.join(user, now_ms)?.reply()),
+        Op::Join { user, with_eta } => {
+            let place = sale.join(user, now_ms)?;
+            place_reply(sale, Some(place), with_eta, now_ms)?
+        }
+        Op::Leave { user } => integer(u64::from(sale.leave(user, now_ms)?)),
         Op::Admit { n } => integer(sale.admit(n, now_ms)?),
+    })
+}
+
+/// JOIN's and POSITION's reply: the place (nil: not in the room), and with `WITHETA`
+/// `[place, eta_ms]`.
+pub(super) fn place_reply(
+    sale: &Sale,
+    place: Option<Place>,
+    with_eta: bool,
+    now_ms: u64,
+) -> RedisResult {
+    let Some(place) = place else {
+        return Ok(RedisValue::Null);
+    };
+    let position = RedisValue::Integer(place.reply());
+    Ok(if with_eta {
+        RedisValue::Array(vec![
+            position,
+            RedisValue::Integer(sale.eta_ms(place, now_ms)?),
+        ])
+    } else {
+        position
     })
 }
 
@@ -207,9 +241,9 @@ pub(super) enum Origin<'a> {
 }
 
 /// The words of `_REPLAY`'s commands.
-static COMMAND_WORDS: StaticStrings<11> = StaticStrings::new([
+static COMMAND_WORDS: StaticStrings<12> = StaticStrings::new([
     "TRY", "CONFIRM", "CANCEL", "RESTOCK", "LEND", "ABSORB", "SETTLE", "EXPIRE", "SEAL", "JOIN",
-    "ADMIT",
+    "ADMIT", "LEAVE",
 ]);
 
 /// Parses and applies one change at `now_ms`, then publishes what changed (counters,
@@ -233,7 +267,7 @@ pub(super) fn mutate(
             .get_flags()
             .intersects(ContextFlags::REPLICATED | ContextFlags::LOADING);
     let from_client = origin == Origin::Client && !bare_copy;
-    if let (Op::Try { user, .. } | Op::Join { user }, true) = (&op, from_client) {
+    if let (Op::Try { user, .. } | Op::Join { user, .. }, true) = (&op, from_client) {
         args::user_within(user, config::max_user_bytes())?;
     }
     let key = ctx.open_key_writable(key_name);

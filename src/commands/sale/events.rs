@@ -17,6 +17,10 @@ pub(super) fn notification(kind: EventKind) -> &'static CStr {
         EventKind::Lend => c"seckill.lend",
         EventKind::Absorb => c"seckill.absorb",
         EventKind::Admit => c"seckill.admit",
+        EventKind::Draw => c"seckill.draw",
+        EventKind::Lapse => c"seckill.lapse",
+        EventKind::Leave => c"seckill.leave",
+        EventKind::Drop => c"seckill.drop",
     }
 }
 
@@ -35,6 +39,10 @@ pub(super) fn count(event: &SaleEvent, holds: bool) {
         EventKind::Lend => stats::LENDS.incr(),
         EventKind::Absorb => stats::ABSORBS.incr(),
         EventKind::Admit => stats::ADMISSIONS.incr(),
+        EventKind::Draw => stats::DRAWS.incr(),
+        EventKind::Lapse => stats::LAPSES.incr(),
+        EventKind::Leave => stats::LEAVES.incr(),
+        EventKind::Drop => stats::DROPS.incr(),
     }
 }
 
@@ -48,7 +56,7 @@ pub(super) fn append_entry(
     id: Option<(u64, u64)>,
 ) -> Result<(u64, u64), &'static str> {
     use stream::{Field, Value};
-    let user = match (event.record_id, event.admitted, sale.room()) {
+    let user = match (event.record_id, event.room_user, sale.room()) {
         (Some(record_id), _, _) => sale.buyers().record(record_id).0,
         (None, Some(at), Some(room)) => room.user(at),
         _ => &b""[..],

@@ -36,6 +36,8 @@ const QTY: Arg = optional(arg(c"qty", Kind::Integer));
 const ATTEMPT: Arg = option(c"ID", c"attempt", Kind::Text);
 const TRANSFER_ID: Arg = arg(c"id", Kind::Text);
 const UNITS: Arg = arg(c"n", Kind::Integer);
+/// JOIN's and POSITION's reply adds the user's ETA.
+const WITHETA: Arg = flag(c"WITHETA");
 
 fn no_sale() -> RedisError {
     RedisError::Str("NOSALE no sale at this key")
@@ -133,6 +135,7 @@ pub const INIT: Command = Command {
                     option(c"ADMIT", c"users", Kind::Integer),
                     option(c"PER", c"per_ms", Kind::Integer),
                     option(c"WINDOW", c"window_ms", Kind::Integer),
+                    option(c"PRESENCE", c"presence_ms", Kind::Integer),
                 ],
             },
             flag(c"REPLACE"),
@@ -141,7 +144,7 @@ pub const INIT: Command = Command {
 };
 
 /// SECKILL.INIT key stock [LIMIT n] [HOLD ms] [START unix_ms] [END unix_ms] [EVENTS stream]
-/// [QUEUE [ADMIT n PER ms] [WINDOW ms]] [REPLACE]
+/// [QUEUE [ADMIT n PER ms] [WINDOW ms] [PRESENCE ms]] [REPLACE]
 pub fn init(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
     let parsed = args::init(rest)?;
     if let Some(stream) = parsed.events {
@@ -263,18 +266,37 @@ pub const JOIN: Command = Command {
     flags: c"write deny-oom",
     handler: join,
     doc: Some(Doc {
-        summary: c"Puts `user` in the waiting room of a sale made with QUEUE. Replies its position (>= 1) while it waits, 0 once admitted, -1 when the sale is sold out; before START, the number of users who joined (the cohort, ordered at random when the sale opens). Joining again replies the same.",
-        complexity: c"O(1); O(N) for the join that first comes after START, N the users who joined before it",
+        summary: c"Puts `user` in the waiting room of a sale made with QUEUE. Replies its position (>= 1) while it waits, 0 once admitted, -1 when the sale is sold out; before START, the number of users waiting (the cohort, ordered at random when the sale opens). Joining again replies the same, and with PRESENCE keeps the place. WITHETA: [position, eta_ms] (eta 0 admitted, -1 sold out or unknown).",
+        complexity: c"O(log N), N the users waiting; O(N) for the join that first comes after START",
         since: c"0.10.0",
+        access: Access::Write,
+        inserts_after: None,
+        args: &[KEY, USER, WITHETA],
+    }),
+};
+
+/// SECKILL.JOIN key user [WITHETA]
+pub fn join(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
+    mutate(ctx, key_name, b"JOIN", rest, now_ms(), Origin::Client)
+}
+
+pub const LEAVE: Command = Command {
+    name: c"seckill.leave",
+    flags: c"write",
+    handler: leave,
+    doc: Some(Doc {
+        summary: c"Takes `user` out of a sale's waiting room: a waiting user's place, or the unit promised to an admitted user who has not bought, goes to the next in line. Replies 1 if it was in the room, 0 otherwise.",
+        complexity: c"O(log N), N the users waiting",
+        since: c"0.12.0",
         access: Access::Write,
         inserts_after: None,
         args: &[KEY, USER],
     }),
 };
 
-/// SECKILL.JOIN key user
-pub fn join(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
-    mutate(ctx, key_name, b"JOIN", rest, now_ms(), Origin::Client)
+/// SECKILL.LEAVE key user
+pub fn leave(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
+    mutate(ctx, key_name, b"LEAVE", rest, now_ms(), Origin::Client)
 }
 
 pub const ADMIT: Command = Command {

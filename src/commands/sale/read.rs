@@ -1,7 +1,8 @@
 //! The commands that read a sale and never change it: they see due holds as expired, as the
 //! next write will.
 
-use super::{KEY, USER, no_sale};
+use super::change::place_reply;
+use super::{KEY, USER, WITHETA, no_sale};
 use crate::args;
 use crate::commands::{Args, Command};
 use crate::context::clock::now_ms;
@@ -123,6 +124,7 @@ pub fn info(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
                 ("queue_window", integer(config.window_ms)),
                 ("waiting", integer(room.waiting())),
                 ("admitted", integer(room.unbought())),
+                ("queue_presence", optional_ms(config.presence_ms)),
             ]);
         }
         fields_reply(ctx, fields)
@@ -154,24 +156,21 @@ pub const POSITION: Command = Command {
     flags: c"readonly fast",
     handler: position,
     doc: Some(Doc {
-        summary: c"Where `user` stands in a sale's waiting room, without joining: as SECKILL.JOIN replies, or nil if it never joined.",
+        summary: c"Where `user` stands in a sale's waiting room, without joining: as SECKILL.JOIN replies, or nil if it is not in the room (it never joined, or it lapsed, left or was dropped). WITHETA: [position, eta_ms].",
         complexity: c"O(1)",
         since: c"0.10.0",
         access: Access::Read,
         inserts_after: None,
-        args: &[KEY, USER],
+        args: &[KEY, USER, WITHETA],
     }),
 };
 
-/// SECKILL.POSITION key user
+/// SECKILL.POSITION key user [WITHETA]
 pub fn position(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
-    let user = args::user_only(rest)?;
-    Ok(
-        match read_sale(ctx, key_name, |sale, _| sale.position(user))?? {
-            Some(place) => RedisValue::Integer(place.reply()),
-            None => RedisValue::Null,
-        },
-    )
+    let (user, with_eta) = args::place_call(rest)?;
+    read_sale(ctx, key_name, |sale, now| {
+        place_reply(sale, sale.position(user)?, with_eta, now)
+    })?
 }
 
 pub const BUYERS: Command = Command {

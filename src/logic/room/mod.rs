@@ -8,11 +8,17 @@
 //! (`SECKILL.ADMIT`), and in place of an admitted user whose window lapsed. Admission stops
 //! while the admitted users who have not bought cover the units left, so nobody is admitted
 //! to a sale that cannot serve them. Once the sale is sold out the room is closed and its
-//! memory freed.
+//! memory freed. A user may leave (`SECKILL.LEAVE`); with `PRESENCE` one that did not join
+//! again in time is dropped when its turn comes, and the admission goes to the next.
 
+mod eta;
+mod gaps;
 mod shuffle;
 mod table;
 
+use eta::Outlook;
+pub use eta::{PACE_WINDOW_MS, Pace};
+use gaps::Gaps;
 pub use shuffle::{SplitMix64, shuffle};
 use table::grow_gently;
 pub use table::{RoomUsers, Status, UserRef};
@@ -35,6 +41,24 @@ pub struct RoomConfig {
     pub rate: Option<Rate>,
     /// How long an admitted user may buy.
     pub window_ms: u64,
+    /// `PRESENCE ms`: a waiting user keeps its place by joining again within this long of its
+    /// last JOIN; `None`: it keeps it until its turn.
+    pub presence_ms: Option<u64>,
+}
+
+/// What a step of the room did to one user, in order: the sale writes one stream entry each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Move {
+    /// START passed: the cohort of this many users was put in its random order.
+    Draw(u64),
+    /// Admitted from the head of the line.
+    Admit(UserRef),
+    /// An admitted user's window ended before it bought.
+    Lapse(UserRef),
+    /// Its turn came after it stopped joining again (PRESENCE): it left the line.
+    Drop(UserRef),
+    /// It left (`SECKILL.LEAVE`) from this place (admitted: its unit goes to the next).
+    Leave(UserRef, Place),
 }
 
 /// What JOIN and POSITION tell a user.
@@ -81,6 +105,10 @@ pub struct RoomState<'a> {
     pub users: Vec<(&'a [u8], Status, u32)>,
     pub queue: Vec<u32>,
     pub admitted: Vec<(u32, u64)>,
+    /// What `seen` counts from (unix ms).
+    pub epoch_ms: u64,
+    /// With PRESENCE, each queue place's last JOIN, in ms after `epoch_ms`.
+    pub seen: Vec<u32>,
 }
 
 #[derive(Clone)]
@@ -91,9 +119,19 @@ pub struct Room {
     /// When START passes (unix ms); `None`: no cohort, every joiner queues in arrival order.
     start_ms: Option<u64>,
     users: RoomUsers,
-    /// Users in admission order; `queue[..head]` have left it.
+    /// Users in admission order; `queue[..head]` have left it, and so have the users of the
+    /// places after it counted in `gaps` (an entry is live while its user waits at it).
     queue: Vec<UserRef>,
     head: usize,
+    gaps: Gaps,
+    /// Users waiting in the queue.
+    waiting: u64,
+    /// With PRESENCE, each queue place's last JOIN, in ms after `epoch_ms`, the room's first
+    /// join (a room lives less than the 49 days a u32 counts).
+    seen: Vec<u32>,
+    epoch_ms: u64,
+    /// Recent admissions, for the ETA of a room admitted by hand.
+    pace: Pace,
     /// `queue[..cohort]` joined before START.
     cohort: usize,
     /// The cohort's order was drawn (START passed and the room was stepped since).
@@ -119,6 +157,11 @@ impl Room {
             users: RoomUsers::default(),
             queue: Vec::new(),
             head: 0,
+            gaps: Gaps::default(),
+            waiting: 0,
+            seen: Vec::new(),
+            epoch_ms: now_ms,
+            pace: Pace::default(),
             cohort: 0,
             drawn: start_ms.is_none_or(|start| start <= now_ms),
             admitted: VecDeque::new(),
@@ -134,7 +177,7 @@ impl Room {
 
     /// Users waiting in the queue.
     pub fn waiting(&self) -> u64 {
-        (self.queue.len() - self.head) as u64
+        self.waiting
     }
 
     /// Admitted users who have not bought, their window open.
@@ -146,8 +189,9 @@ impl Room {
         self.closed
     }
 
-    /// Puts `user` in the room (a user already there keeps its place; one whose window
-    /// lapsed queues again at the back), and tells it where it stands.
+    /// Puts `user` in the room (a user already there keeps its place, and with PRESENCE
+    /// counts as present again; one that lapsed, left or was dropped queues again at the
+    /// back), and tells it where it stands.
     pub fn join(&mut self, user: &[u8], now_ms: u64) -> Result<Place, RoomError> {
         if user.is_empty() {
             return Err(RoomError::EmptyUser);
@@ -156,45 +200,123 @@ impl Room {
             return Ok(Place::SoldOut);
         }
         self.draw_if_due(now_ms);
+        if self.queue.len() >= u32::MAX as usize {
+            return Err(RoomError::Full);
+        }
         let queued = self.queue.len() as u32;
-        match self.users.find(user) {
-            Some(at) if self.users.status(at) == Status::Lapsed => {
+        let at = match self.users.find(user) {
+            Some(at) if self.users.status(at).is_out() => {
                 self.users.set(at, Status::Waiting, queued);
-                grow_gently(&mut self.queue, 1);
-                self.queue.push(at);
+                at
             }
-            Some(_) => {}
+            Some(at) => {
+                if self.users.status(at) == Status::Waiting {
+                    self.mark_seen(self.users.place(at) as usize, now_ms);
+                }
+                return Ok(self.place(user).expect("in the room"));
+            }
             None => {
-                if !self.users.has_room(user.len()) || self.queue.len() >= u32::MAX as usize {
+                if !self.users.has_room(user.len()) {
                     return Err(RoomError::Full);
                 }
-                let at = self.users.insert(user, Status::Waiting, queued);
-                grow_gently(&mut self.queue, 1);
-                self.queue.push(at);
-                if !self.drawn {
-                    self.cohort += 1;
-                }
+                self.users.insert(user, Status::Waiting, queued)
             }
+        };
+        if !self.drawn {
+            self.cohort += 1;
         }
+        self.enqueue(at, now_ms);
         Ok(self.place(user).expect("joined"))
     }
 
-    /// Where `user` stands, without joining (`None`: it never joined). A read: before the
-    /// room is stepped past START, the cohort still has no order.
+    fn enqueue(&mut self, at: UserRef, now_ms: u64) {
+        if self.queue.is_empty() {
+            // No place was seen yet: presence counts from the first join.
+            self.epoch_ms = now_ms;
+        }
+        self.gaps.push(self.queue.len());
+        grow_gently(&mut self.queue, 1);
+        self.queue.push(at);
+        self.waiting += 1;
+        if self.config.presence_ms.is_some() {
+            grow_gently(&mut self.seen, 1);
+            self.seen.push(0);
+            self.mark_seen(self.queue.len() - 1, now_ms);
+        }
+    }
+
+    fn mark_seen(&mut self, place: usize, now_ms: u64) {
+        if let Some(seen) = self.seen.get_mut(place) {
+            *seen = u32::try_from(now_ms.saturating_sub(self.epoch_ms)).unwrap_or(u32::MAX);
+        }
+    }
+
+    /// Whether the user waiting at `place` joined within PRESENCE of `now_ms`.
+    fn present(&self, place: usize, now_ms: u64) -> bool {
+        let (Some(presence), Some(&seen)) = (self.config.presence_ms, self.seen.get(place)) else {
+            return true;
+        };
+        now_ms <= self.epoch_ms + u64::from(seen) + presence
+    }
+
+    /// Where `user` stands, without joining (`None`: not in the room: it never joined, or it
+    /// lapsed, left or was dropped). A read: before the room is stepped past START, the cohort
+    /// still has no order.
     pub fn place(&self, user: &[u8]) -> Option<Place> {
         if self.closed {
             return Some(Place::SoldOut);
         }
         let at = self.users.find(user)?;
         Some(match self.users.status(at) {
-            Status::Waiting if !self.drawn => Place::Cohort(self.cohort as u64),
+            Status::Waiting if !self.drawn => Place::Cohort(self.waiting),
             Status::Waiting => {
-                Place::Waiting(u64::from(self.users.place(at)) - self.head as u64 + 1)
+                let place = self.users.place(at) as usize;
+                let ahead = (place - self.head) as u64 - self.gaps.between(self.head, place);
+                Place::Waiting(ahead + 1)
             }
             Status::Admitted | Status::Bought => Place::Admitted,
-            // It joins again to queue at the back.
-            Status::Lapsed => Place::Waiting(self.waiting() + 1),
+            Status::Lapsed | Status::Left | Status::Dropped => return None,
         })
+    }
+
+    /// The ETA (ms) of a user at `place` (see [`eta`]).
+    pub fn eta_ms(&self, place: Place, now_ms: u64) -> i64 {
+        Outlook {
+            start_ms: self.start_ms.filter(|_| !self.drawn),
+            rate: self.config.rate,
+            next_tick_ms: self.next_tick_ms,
+            pace: &self.pace,
+        }
+        .eta_ms(place, now_ms)
+    }
+
+    /// `SECKILL.LEAVE`: takes `user` out of the room, waiting or admitted and not yet bought
+    /// (the room stepped to now first); `None`: it was not in the room. An admitted user's
+    /// unit goes to the next in line at once.
+    pub fn leave(&mut self, user: &[u8], now_ms: u64, remaining: u64) -> Option<Vec<Move>> {
+        let place = self.place(user)?;
+        let at = self.users.find(user)?;
+        let mut moves = vec![Move::Leave(at, place)];
+        match place {
+            Place::Waiting(_) | Place::Cohort(_) => {
+                let slot = self.users.place(at) as usize;
+                self.users.set_status(at, Status::Left);
+                self.waiting -= 1;
+                // A cohort not yet drawn drops its leavers when it is.
+                if self.drawn {
+                    self.gaps.mark(slot, self.queue.len());
+                }
+            }
+            Place::Admitted if self.users.status(at) == Status::Admitted => {
+                self.users.set_status(at, Status::Left);
+                self.unbought -= 1;
+                // Its window goes with it: joining again, it may be admitted again.
+                self.admitted.retain(|&(admitted, _)| admitted != at);
+                moves.extend(self.admit_next(1, now_ms, remaining));
+            }
+            Place::Admitted | Place::SoldOut => return None,
+        }
+        Some(moves)
     }
 
     /// Whether `user` may buy now: admitted and within its window, or a buyer already (it may
@@ -218,16 +340,16 @@ impl Room {
 
     /// Steps the room to `now_ms` with `remaining` units left: draws the cohort once START
     /// has passed, lapses the windows that ended (each place passed to the next in line), and
-    /// admits at the rate. Returns the users admitted, in order, for the events.
-    pub fn step(&mut self, now_ms: u64, remaining: u64) -> Vec<UserRef> {
+    /// admits at the rate (dropping the absent users whose turn it is). Returns what it did.
+    pub fn step(&mut self, now_ms: u64, remaining: u64) -> Vec<Move> {
         if self.closed {
             return Vec::new();
         }
-        self.draw_if_due(now_ms);
+        let mut moves: Vec<Move> = self.draw_if_due(now_ms).into_iter().collect();
         if !self.drawn {
-            return Vec::new();
+            return moves;
         }
-        let mut allowance = self.lapse(now_ms);
+        let mut allowance = self.lapse(now_ms, &mut moves);
         if let Some(rate) = self.config.rate {
             let next = *self.next_tick_ms.get_or_insert(now_ms);
             if now_ms >= next {
@@ -237,11 +359,12 @@ impl Room {
                 allowance = allowance.saturating_add(ticks.saturating_mul(rate.users));
             }
         }
-        self.admit_next(allowance, now_ms, remaining)
+        moves.extend(self.admit_next(allowance, now_ms, remaining));
+        moves
     }
 
     /// `SECKILL.ADMIT`: admits up to `n` users by hand (the room stepped to now first).
-    pub fn admit(&mut self, n: u64, now_ms: u64, remaining: u64) -> Vec<UserRef> {
+    pub fn admit(&mut self, n: u64, now_ms: u64, remaining: u64) -> Vec<Move> {
         if self.closed || !self.drawn {
             return Vec::new();
         }
@@ -249,18 +372,18 @@ impl Room {
     }
 
     /// The sale sold out: everyone waiting is told so and the room's memory is freed.
-    pub fn close(&mut self) {
+    pub fn close(&mut self, now_ms: u64) {
         *self = Room {
             closed: true,
-            ..Room::new(self.config, self.seed, None, 0)
+            ..Room::new(self.config, self.seed, None, now_ms)
         };
     }
 
     /// Units came back to a sold-out sale (a restock, a refund): the room opens again, empty
     /// and first come first served (the cohort's draw was for the sale's opening).
-    pub fn reopen(&mut self) {
+    pub fn reopen(&mut self, now_ms: u64) {
         if self.closed {
-            *self = Room::new(self.config, self.seed, None, 0);
+            *self = Room::new(self.config, self.seed, None, now_ms);
         }
     }
 
@@ -295,6 +418,8 @@ impl Room {
         self.users.bytes()
             + allocated(self.queue.capacity() * size_of::<UserRef>())
             + allocated(self.admitted.capacity() * size_of::<(UserRef, u64)>())
+            + allocated(self.seen.capacity() * size_of::<u32>())
+            + self.gaps.bytes()
     }
 
     /// The room as the encoding stores it.
@@ -323,6 +448,8 @@ impl Room {
                 .iter()
                 .map(|&(at, deadline)| (index(at), deadline))
                 .collect(),
+            epoch_ms: self.epoch_ms,
+            seen: self.seen.clone(),
         }
     }
 
@@ -333,7 +460,7 @@ impl Room {
         start_ms: Option<u64>,
         state: RoomState,
     ) -> Result<Room, &'static str> {
-        let mut room = Room::new(config, seed, start_ms, 0);
+        let mut room = Room::new(config, seed, start_ms, state.epoch_ms);
         room.closed = state.closed;
         room.drawn = state.drawn;
         room.next_tick_ms = state.next_tick_ms;
@@ -370,18 +497,37 @@ impl Room {
         {
             return Err("waiting room out of range");
         }
+        let live = |room: &Room, place: usize, at: UserRef| {
+            room.users.status(at) == Status::Waiting && room.users.place(at) as usize == place
+        };
+        let mut gaps = Vec::new();
         for (place, &at) in room.queue.iter().enumerate().skip(room.head) {
-            if room.users.status(at) != Status::Waiting || room.users.place(at) as usize != place {
-                return Err("waiting room queue and places disagree");
+            if !live(&room, place, at) {
+                gaps.push(place);
+            }
+        }
+        if !room.drawn && room.cohort != room.queue.len() {
+            return Err("waiting room cohort and queue disagree");
+        }
+        room.waiting = (room.queue.len() - room.head - gaps.len()) as u64;
+        if room.drawn {
+            for place in gaps {
+                room.gaps.mark(place, room.queue.len());
             }
         }
         let waiting = refs
             .iter()
             .filter(|&&at| room.users.status(at) == Status::Waiting)
             .count();
-        if waiting != room.queue.len() - room.head {
+        if waiting as u64 != room.waiting {
             return Err("waiting room queue and places disagree");
         }
+        if config.presence_ms.is_some() == state.seen.is_empty() && !room.queue.is_empty()
+            || (!state.seen.is_empty() && state.seen.len() != room.queue.len())
+        {
+            return Err("waiting room presence and queue disagree");
+        }
+        room.seen = state.seen;
         room.unbought = refs
             .iter()
             .filter(|&&at| room.users.status(at) == Status::Admitted)
@@ -398,18 +544,44 @@ impl Room {
         Ok(room)
     }
 
-    fn draw_if_due(&mut self, now_ms: u64) {
-        if !self.drawn && self.start_ms.is_some_and(|start| now_ms >= start) {
-            shuffle(&mut self.queue[..self.cohort], self.seed);
-            for (place, &at) in self.queue[..self.cohort].iter().enumerate() {
-                self.users.set(at, Status::Waiting, place as u32);
-            }
-            self.drawn = true;
+    /// Once START has passed: the cohort's users who left are dropped from it, and the rest
+    /// put in their random order, places 1 to n.
+    fn draw_if_due(&mut self, now_ms: u64) -> Option<Move> {
+        if self.drawn || self.start_ms.is_none_or(|start| now_ms < start) {
+            return None;
         }
+        debug_assert_eq!((self.cohort, self.head), (self.queue.len(), 0));
+        let users = &self.users;
+        let live = |&(place, &at): &(usize, &UserRef)| {
+            users.status(at) == Status::Waiting && users.place(at) as usize == place
+        };
+        let mut cohort: Vec<UserRef> = self
+            .queue
+            .iter()
+            .enumerate()
+            .filter(live)
+            .map(|(_, &at)| at)
+            .collect();
+        shuffle(&mut cohort, self.seed);
+        if !self.seen.is_empty() {
+            // Each user's last JOIN moves with it.
+            self.seen = cohort
+                .iter()
+                .map(|&at| self.seen[self.users.place(at) as usize])
+                .collect();
+        }
+        for (place, &at) in cohort.iter().enumerate() {
+            self.users.set(at, Status::Waiting, place as u32);
+        }
+        self.cohort = cohort.len();
+        self.queue = cohort;
+        self.gaps = Gaps::default();
+        self.drawn = true;
+        Some(Move::Draw(self.cohort as u64))
     }
 
     /// Ends the windows that closed by `now_ms`; returns how many places were passed on.
-    fn lapse(&mut self, now_ms: u64) -> u64 {
+    fn lapse(&mut self, now_ms: u64, moves: &mut Vec<Move>) -> u64 {
         let mut lapsed = 0;
         while let Some(&(at, deadline)) = self.admitted.front() {
             let open = self.users.status(at) == Status::Admitted;
@@ -421,23 +593,42 @@ impl Room {
                 self.users.set_status(at, Status::Lapsed);
                 self.unbought -= 1;
                 lapsed += 1;
+                moves.push(Move::Lapse(at));
             }
         }
         lapsed
     }
 
-    fn admit_next(&mut self, wanted: u64, now_ms: u64, remaining: u64) -> Vec<UserRef> {
-        let cover = remaining.saturating_sub(self.unbought);
-        let n = wanted.min(cover).min(self.waiting()) as usize;
+    /// Admits up to `wanted` users from the head of the line, as many as the units left not
+    /// promised yet can serve; a user absent past PRESENCE is dropped in its turn, and the
+    /// admission goes to the next.
+    fn admit_next(&mut self, wanted: u64, now_ms: u64, remaining: u64) -> Vec<Move> {
+        let mut n = wanted.min(remaining.saturating_sub(self.unbought));
         let deadline = now_ms.saturating_add(self.config.window_ms);
-        let admitted: Vec<UserRef> = self.queue[self.head..self.head + n].to_vec();
-        for &at in &admitted {
+        let mut moves = Vec::new();
+        let mut admitted = 0;
+        while n > 0 && self.head < self.queue.len() {
+            let place = self.head;
+            let at = self.queue[place];
+            self.head += 1;
+            if self.users.status(at) != Status::Waiting || self.users.place(at) as usize != place {
+                continue; // it left
+            }
+            self.waiting -= 1;
+            if !self.present(place, now_ms) {
+                self.users.set_status(at, Status::Dropped);
+                moves.push(Move::Drop(at));
+                continue;
+            }
             self.users.set_status(at, Status::Admitted);
             self.admitted.push_back((at, deadline));
+            self.unbought += 1;
+            admitted += 1;
+            n -= 1;
+            moves.push(Move::Admit(at));
         }
-        self.head += n;
-        self.unbought += n as u64;
-        admitted
+        self.pace.admitted(admitted, now_ms);
+        moves
     }
 }
 

@@ -22,6 +22,10 @@ pub enum Status {
     Bought,
     /// Its window lapsed before it bought: its place went to the next in line.
     Lapsed,
+    /// It left (`SECKILL.LEAVE`).
+    Left,
+    /// Its turn came after it stopped joining again (`PRESENCE`).
+    Dropped,
 }
 
 impl Status {
@@ -31,7 +35,14 @@ impl Status {
             Status::Admitted => 1,
             Status::Bought => 2,
             Status::Lapsed => 3,
+            Status::Left => 4,
+            Status::Dropped => 5,
         }
+    }
+
+    /// Out of the room: it joins again at the back of the line.
+    pub fn is_out(self) -> bool {
+        matches!(self, Status::Lapsed | Status::Left | Status::Dropped)
     }
 
     pub fn from_code(code: u8) -> Option<Status> {
@@ -40,6 +51,8 @@ impl Status {
             1 => Status::Admitted,
             2 => Status::Bought,
             3 => Status::Lapsed,
+            4 => Status::Left,
+            5 => Status::Dropped,
             _ => return None,
         })
     }
@@ -186,10 +199,12 @@ mod tests {
             Status::Admitted,
             Status::Bought,
             Status::Lapsed,
+            Status::Left,
+            Status::Dropped,
         ] {
             assert_eq!(Status::from_code(status.code()), Some(status));
         }
-        assert_eq!(Status::from_code(4), None);
+        assert_eq!(Status::from_code(6), None);
         assert_eq!(users.iter().collect::<Vec<_>>(), [a, b]);
     }
 

@@ -114,9 +114,34 @@ pub enum EventKind {
     Absorb,
     /// A user admitted from the waiting room (no unit moves).
     Admit,
+    /// START passed: the waiting room's cohort was put in its random order (`qty` users).
+    Draw,
+    /// An admitted user's window ended before it bought.
+    Lapse,
+    /// A user left the waiting room (`qty`: the position it left, 0 if admitted or before
+    /// START).
+    Leave,
+    /// A user's turn came after it stopped joining again (PRESENCE).
+    Drop,
 }
 
 impl EventKind {
+    /// Every kind, in declared order (`kind as usize` is its index here).
+    pub const ALL: [EventKind; 12] = [
+        EventKind::Purchase,
+        EventKind::Confirm,
+        EventKind::Cancel,
+        EventKind::Expire,
+        EventKind::Restock,
+        EventKind::Lend,
+        EventKind::Absorb,
+        EventKind::Admit,
+        EventKind::Draw,
+        EventKind::Lapse,
+        EventKind::Leave,
+        EventKind::Drop,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             EventKind::Purchase => "purchase",
@@ -127,6 +152,10 @@ impl EventKind {
             EventKind::Lend => "lend",
             EventKind::Absorb => "absorb",
             EventKind::Admit => "admit",
+            EventKind::Draw => "draw",
+            EventKind::Lapse => "lapse",
+            EventKind::Leave => "leave",
+            EventKind::Drop => "drop",
         }
     }
 }
@@ -142,8 +171,9 @@ pub struct SaleEvent {
     pub order: u64,
     /// Units left after the change.
     pub remaining: u64,
-    /// The admitted user of an `Admit` (a handle into the waiting room).
-    pub admitted: Option<UserRef>,
+    /// The waiting room's user of an `Admit`, `Lapse`, `Leave` or `Drop` (a handle into the
+    /// room).
+    pub room_user: Option<UserRef>,
 }
 
 /// The persisted counters of a sale, besides its config and buyers.
@@ -416,7 +446,7 @@ impl Sale {
             qty,
             order,
             remaining: self.remaining,
-            admitted: None,
+            room_user: None,
         });
     }
 

@@ -4,7 +4,7 @@
 //! nothing is left to sell, opening again, first come first served, if units come back.
 
 use super::{EventKind, Sale, SaleError, SaleEvent, room_seed};
-use crate::logic::room::{Place, Room, RoomConfig, RoomState, UserRef};
+use crate::logic::room::{Move, Place, Room, RoomConfig, RoomState};
 
 impl Sale {
     pub fn room(&self) -> Option<&Room> {
@@ -42,10 +42,8 @@ impl Sale {
         let Some(room) = self.room.as_mut() else {
             return;
         };
-        let admitted = room.step(now_ms, remaining);
-        if !admitted.is_empty() {
-            self.record_admissions(&admitted);
-        }
+        let moves = room.step(now_ms, remaining);
+        self.record_moves(&moves);
     }
 
     /// What settling the room at `now_ms` would do: `Some(true)` close it (sold out for good),
@@ -69,9 +67,9 @@ impl Sale {
         };
         let room = self.room.as_mut().expect("a room to settle");
         if close {
-            room.close();
+            room.close(now_ms);
         } else {
-            room.reopen();
+            room.reopen(now_ms);
         }
         self.changed = true;
     }
@@ -117,19 +115,48 @@ impl Sale {
         let room = self.room.as_mut().expect("checked");
         let before = room.waiting();
         let place = room.join(user, now_ms)?;
-        if room.waiting() != before {
+        // With PRESENCE a JOIN again keeps the place: a replica must see it to drop the same.
+        if room.waiting() != before
+            || (room.config().presence_ms.is_some()
+                && matches!(place, Place::Waiting(_) | Place::Cohort(_)))
+        {
             self.changed = true;
         }
         Ok(place)
     }
 
-    /// `SECKILL.POSITION`: where `user` stands, without joining (`None`: never joined).
+    /// `SECKILL.POSITION`: where `user` stands, without joining (`None`: not in the room).
     pub fn position(&self, user: &[u8]) -> Result<Option<Place>, SaleError> {
         let room = self.room.as_ref().ok_or(SaleError::NoQueue)?;
         if user.is_empty() {
             return Err(SaleError::EmptyUser);
         }
         Ok(room.place(user))
+    }
+
+    /// `WITHETA`: the ETA (ms) of a user at `place` (0 admitted; -1 sold out or unknown).
+    pub fn eta_ms(&self, place: Place, now_ms: u64) -> Result<i64, SaleError> {
+        let room = self.room.as_ref().ok_or(SaleError::NoQueue)?;
+        Ok(room.eta_ms(place, now_ms))
+    }
+
+    /// `SECKILL.LEAVE`: takes `user` out of the waiting room (a waiting user's place, or an
+    /// admitted user's unit, goes to the next); whether it was in the room.
+    pub fn leave(&mut self, user: &[u8], now_ms: u64) -> Result<bool, SaleError> {
+        if self.room.is_none() {
+            return Err(SaleError::NoQueue);
+        }
+        if user.is_empty() {
+            return Err(SaleError::EmptyUser);
+        }
+        self.expire_due(now_ms);
+        let remaining = self.remaining;
+        let room = self.room.as_mut().expect("checked");
+        let Some(moves) = room.leave(user, now_ms, remaining) else {
+            return Ok(false);
+        };
+        self.record_moves(&moves);
+        Ok(true)
     }
 
     /// `SECKILL.ADMIT`: admits up to `n` users by hand; replies how many were.
@@ -139,25 +166,40 @@ impl Sale {
         }
         self.expire_due(now_ms);
         let remaining = self.remaining;
-        let admitted = self
+        let moves = self
             .room
             .as_mut()
             .expect("checked")
             .admit(n, now_ms, remaining);
-        self.record_admissions(&admitted);
-        Ok(admitted.len() as u64)
+        self.record_moves(&moves);
+        Ok(moves.iter().filter(|m| matches!(m, Move::Admit(_))).count() as u64)
     }
 
-    fn record_admissions(&mut self, admitted: &[UserRef]) {
-        for &at in admitted {
+    /// What the room did, as changes (replicated, so a replica's room follows its master's
+    /// timer) and one event each.
+    fn record_moves(&mut self, moves: &[Move]) {
+        for &step in moves {
             self.changed = true;
+            let (kind, user, qty) = match step {
+                Move::Draw(users) => (EventKind::Draw, None, users),
+                Move::Admit(at) => (EventKind::Admit, Some(at), 0),
+                Move::Lapse(at) => (EventKind::Lapse, Some(at), 0),
+                Move::Drop(at) => (EventKind::Drop, Some(at), 0),
+                Move::Leave(at, place) => {
+                    let position = match place {
+                        Place::Waiting(position) => position,
+                        _ => 0,
+                    };
+                    (EventKind::Leave, Some(at), position)
+                }
+            };
             self.events.push(SaleEvent {
-                kind: EventKind::Admit,
+                kind,
                 record_id: None,
-                qty: 0,
+                qty,
                 order: 0,
                 remaining: self.remaining,
-                admitted: Some(at),
+                room_user: user,
             });
         }
     }
@@ -172,6 +214,7 @@ mod tests {
     const ROOM: RoomConfig = RoomConfig {
         rate: None,
         window_ms: 60_000,
+        presence_ms: None,
     };
 
     fn with_room(partition: Option<Partition>) -> Sale {

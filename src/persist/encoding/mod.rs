@@ -4,7 +4,7 @@
 //! Every version ever written must keep decoding: bump the version for a new layout, keep the
 //! old decoder, and add a fixture under `tests/fixtures/`.
 //!
-//! `sale.rs` writes the current sale layout and reads v2 to v8 (one layout grown field by
+//! `sale.rs` writes the current sale layout and reads v2 to v9 (one layout grown field by
 //! field); `sale_v1.rs` reads module 0.1's; `lock.rs` the lock's.
 
 mod lock;
@@ -16,7 +16,7 @@ pub use sale::{decode_sale, encode_sale};
 
 use crate::logic::buyers::{get_varint, put_varint};
 
-pub const SALE_VERSION: u32 = 9;
+pub const SALE_VERSION: u32 = 10;
 pub const LOCK_VERSION: u32 = 1;
 
 #[derive(Debug, PartialEq, Eq)]

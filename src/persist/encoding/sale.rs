@@ -1,4 +1,4 @@
-//! The sale's encoding: the current layout written, and v2 to v8 read (each version one more
+//! The sale's encoding: the current layout written, and v2 to v9 read (each version one more
 //! field than the last, so one reader takes them all).
 
 use super::sale_v1::decode_sale_v1;
@@ -21,7 +21,7 @@ use std::num::NonZeroU64;
 /// in creation order, the gone ones included, so a replica loading this lays its table out
 /// as the master's. v8 appends `attempt_count (user kind digest_high digest_low asked
 /// units)*`, each buyer's last attempt id (kind 0 TRY, 1 CANCEL), in record order; v9
-/// appends the waiting room (see [`put_room`]).
+/// appends the waiting room (see [`put_room`]), which v10 extends.
 pub fn encode_sale(sale: &Sale) -> Vec<u8> {
     let config = sale.config();
     let totals = sale.totals();
@@ -118,6 +118,9 @@ pub fn encode_sale(sale: &Sale) -> Vec<u8> {
 /// next_tick users (user status place)* queue (index)* admitted (index deadline)*`; `admit`
 /// and `per` 0 for a room admitted by hand, `next_tick` 0 for none (else the ms plus one),
 /// users in join order, the queue and the open windows by a user's index in that order.
+/// v10 adds the statuses left (4) and dropped (5), and appends `presence epoch seen_count
+/// (seen)*`: PRESENCE (0 for none), what `seen` counts from, and each queue place's last JOIN
+/// in ms after it (none without PRESENCE).
 fn put_room(out: &mut Vec<u8>, sale: &Sale) {
     let Some(room) = sale.room() else {
         out.push(0);
@@ -154,10 +157,17 @@ fn put_room(out: &mut Vec<u8>, sale: &Sale) {
         put_varint(out, u64::from(*index));
         put_varint(out, *deadline);
     }
+    put_varint(out, config.presence_ms.unwrap_or(0));
+    // Only presence counts from the epoch: without it every copy writes the same bytes.
+    put_varint(out, config.presence_ms.map_or(0, |_| state.epoch_ms));
+    put_varint(out, state.seen.len() as u64);
+    for seen in &state.seen {
+        put_varint(out, u64::from(*seen));
+    }
 }
 
-/// v9's waiting room (see [`put_room`]).
-fn read_room(reader: &mut Reader, sale: &mut Sale) -> Decoded<()> {
+/// v9's and v10's waiting room (see [`put_room`]).
+fn read_room(reader: &mut Reader, sale: &mut Sale, version: u32) -> Decoded<()> {
     let present = reader.bytes.get(reader.pos).copied();
     reader.pos += 1;
     match present {
@@ -193,6 +203,8 @@ fn read_room(reader: &mut Reader, sale: &mut Sale) -> Decoded<()> {
         users: Vec::with_capacity(count),
         queue: Vec::new(),
         admitted: Vec::new(),
+        epoch_ms: 0,
+        seen: Vec::new(),
     };
     for _ in 0..count {
         let user = reader.bytes()?;
@@ -200,6 +212,7 @@ fn read_room(reader: &mut Reader, sale: &mut Sale) -> Decoded<()> {
             .bytes
             .get(reader.pos)
             .copied()
+            .filter(|&code| version >= 10 || code <= Status::Lapsed.code())
             .and_then(Status::from_code);
         reader.pos += 1;
         let status = status.ok_or(DecodeError("bad waiting room status"))?;
@@ -217,7 +230,23 @@ fn read_room(reader: &mut Reader, sale: &mut Sale) -> Decoded<()> {
             .admitted
             .push((index(reader.varint()?)?, reader.varint()?));
     }
-    let config = RoomConfig { rate, window_ms };
+    let mut presence_ms = None;
+    if version >= 10 {
+        presence_ms = reader.varint().map(|ms| (ms > 0).then_some(ms))?;
+        state.epoch_ms = reader.varint()?;
+        let count = reader.varint()?;
+        let count = check_count(reader, count, 1)?;
+        for _ in 0..count {
+            let seen = u32::try_from(reader.varint()?)
+                .map_err(|_| DecodeError("bad waiting room presence"))?;
+            state.seen.push(seen);
+        }
+    }
+    let config = RoomConfig {
+        rate,
+        window_ms,
+        presence_ms,
+    };
     sale.set_decoded_room(config, state)
         .map_err(|_| DecodeError("waiting room breaks an invariant"))
 }
@@ -256,7 +285,7 @@ pub fn decode_sale(bytes: &[u8], version: u32) -> Decoded<Sale> {
     let mut reader = Reader { bytes, pos: 0 };
     match version {
         1 => decode_sale_v1(&mut reader),
-        2..=9 => decode_sale_v2_to_v9(&mut reader, version),
+        2..=10 => decode_sale_v2_to_v10(&mut reader, version),
         _ => Err(DecodeError("unknown sale encoding version")),
     }
 }
@@ -329,7 +358,7 @@ pub(super) fn rebuilt<'a>(
         read_attempts(records.reader, &mut sale)?;
     }
     if version >= 9 {
-        read_room(records.reader, &mut sale)?;
+        read_room(records.reader, &mut sale, version)?;
     }
     records.reader.finish()?;
     Ok(sale)
@@ -350,8 +379,8 @@ fn read_record_v2<'a>(reader: &mut Reader<'a>) -> Decoded<(&'a [u8], BuyerRecord
 /// stream's MAXLEN after its name; v5 is v4 with the partition and its seal after MAXLEN; v6
 /// is v5 with the replay clock and the last entry's ID after the seal; v7 is v6 with a lent
 /// transfer's `n` and a settled one's peer; v8 is v7 with the buyers' attempts at the end;
-/// v9 is v8 with the waiting room after them.
-fn decode_sale_v2_to_v9(reader: &mut Reader, version: u32) -> Decoded<Sale> {
+/// v9 is v8 with the waiting room after them; v10 is v9 with the room's presence.
+fn decode_sale_v2_to_v10(reader: &mut Reader, version: u32) -> Decoded<Sale> {
     let optional = |value: u64| (value != 0).then_some(value);
     let stock = reader.varint()?;
     let limit = reader.varint()?;

@@ -311,6 +311,7 @@ fn fixture_sale_v9() -> Sale {
                 per_ms: 100,
             }),
             window_ms: 1_000,
+            presence_ms: None,
         }),
         ..SaleConfig::default()
     };
@@ -339,9 +340,11 @@ fn sale_v9_fixture_still_decodes() {
     use crate::logic::room::Place;
     let bytes = fixture("sale-v9.bin");
     let sale = decode_sale(&bytes, 9).unwrap();
-    assert_eq!(encode_sale(&sale), bytes, "v9 is the current sale encoding");
+    // v10 appends the room's presence: none, no epoch, no places seen.
+    let v10 = [&bytes[..], &[0, 0, 0]].concat();
+    assert_eq!(encode_sale(&sale), v10);
     let made = fixture_sale_v9();
-    assert_eq!(encode_sale(&made), bytes);
+    assert_eq!(encode_sale(&made), v10);
     assert_eq!(sale.config().queue, made.config().queue);
     for user in ["u0", "u1", "u2", "u3", "u4", "u5", "late", "nobody"] {
         assert_eq!(
@@ -356,6 +359,88 @@ fn sale_v9_fixture_still_decodes() {
     let (mut a, mut b) = (sale.clone(), made);
     a.expire_due(T0 + 100);
     b.expire_due(T0 + 100);
+    assert_eq!(encode_sale(&a), encode_sale(&b));
+}
+
+/// The sale stored in `tests/fixtures/sale-v10.bin`: a waiting room admitted by hand with
+/// PRESENCE 500 (`QUEUE WINDOW 1000 PRESENCE 500`, START at T0): six joined before START, u2
+/// left before START and u3 after it, two admitted, the first of them left (its unit went to
+/// the next) and joined again; at T0 + 450 everyone waiting joined again but the head of the
+/// line, which is dropped in its turn at T0 + 600 and the admission goes to the next.
+fn fixture_sale_v10() -> (Sale, Vec<u8>) {
+    use crate::logic::room::{Place, RoomConfig};
+    let config = SaleConfig {
+        stock: 5,
+        limit: 1,
+        start_ms: Some(T0),
+        queue: Some(RoomConfig {
+            rate: None,
+            window_ms: 1_000,
+            presence_ms: Some(500),
+        }),
+        ..SaleConfig::default()
+    };
+    let users: Vec<Vec<u8>> = (0..6).map(|n| format!("u{n}").into_bytes()).collect();
+    let mut sale = Sale::new(config, *b"fedcba9876543210").unwrap();
+    for user in &users {
+        sale.join(user, T0 - 10).unwrap();
+    }
+    assert_eq!(sale.leave(b"u2", T0 - 5), Ok(true));
+    sale.expire_due(T0);
+    assert_eq!(sale.leave(b"u3", T0 + 1), Ok(true));
+    assert_eq!(sale.admit(2, T0 + 100), Ok(2));
+    let at = |sale: &Sale, place| {
+        users
+            .iter()
+            .find(|u| sale.position(u) == Ok(Some(place)))
+            .unwrap()
+            .clone()
+    };
+    let first = at(&sale, Place::Admitted);
+    assert_eq!(sale.leave(&first, T0 + 150), Ok(true));
+    sale.join(&first, T0 + 200).unwrap();
+    let head = at(&sale, Place::Waiting(1));
+    let waiting: Vec<&Vec<u8>> = users
+        .iter()
+        .filter(|u| *u != &head && matches!(sale.position(u), Ok(Some(Place::Waiting(_)))))
+        .collect();
+    assert_eq!(waiting.len(), 1, "the first admitted, back in line");
+    for user in waiting {
+        sale.join(user, T0 + 450).unwrap();
+    }
+    assert_eq!(sale.admit(1, T0 + 600), Ok(1));
+    sale.clear_events();
+    (sale, head)
+}
+
+#[test]
+fn sale_v10_fixture_still_decodes() {
+    let bytes = fixture("sale-v10.bin");
+    let sale = decode_sale(&bytes, 10).unwrap();
+    assert_eq!(
+        encode_sale(&sale),
+        bytes,
+        "v10 is the current sale encoding"
+    );
+    let (made, dropped) = fixture_sale_v10();
+    assert_eq!(encode_sale(&made), bytes);
+    assert_eq!(sale.config().queue, made.config().queue);
+    for user in ["u0", "u1", "u2", "u3", "u4", "u5", "nobody"] {
+        assert_eq!(
+            sale.position(user.as_bytes()),
+            made.position(user.as_bytes()),
+            "{user}"
+        );
+    }
+    for gone in [&b"u2"[..], b"u3", &dropped] {
+        assert_eq!(sale.position(gone), Ok(None), "{gone:?}");
+    }
+    assert_eq!(sale.next_room_step(), made.next_room_step());
+    let (mut a, mut b) = (sale.clone(), made);
+    for sale in [&mut a, &mut b] {
+        sale.expire_due(T0 + 2_000);
+        sale.admit(5, T0 + 2_000).unwrap();
+    }
     assert_eq!(encode_sale(&a), encode_sale(&b));
 }
 
@@ -404,11 +489,15 @@ fn every_truncation_and_unknown_version_is_an_error() {
         assert!(decode_lock(&lock[..cut], 1).is_err(), "cut at {cut}");
     }
     assert!(decode_sale(&sale, SALE_VERSION + 1).is_err());
+    // A sale without a waiting room is written alike by v9 and v10.
+    let roomy = encode_sale(&fixture_sale_v10().0);
     for older in 1..SALE_VERSION {
-        assert!(
-            decode_sale(&sale, older).is_err(),
-            "v{SALE_VERSION} bytes are not v{older}"
-        );
+        for bytes in [&sale, &roomy].into_iter().skip(usize::from(older >= 9)) {
+            assert!(
+                decode_sale(bytes, older).is_err(),
+                "v{SALE_VERSION} bytes are not v{older}"
+            );
+        }
     }
     assert!(decode_lock(&lock, 0).is_err());
     let mut trailing = sale.clone();
@@ -486,7 +575,7 @@ fn write_fixtures() {
     for (name, bytes) in [
         (
             format!("sale-v{SALE_VERSION}.bin"),
-            encode_sale(&fixture_sale_v9()),
+            encode_sale(&fixture_sale_v10().0),
         ),
         (
             format!("lock-v{LOCK_VERSION}.bin"),

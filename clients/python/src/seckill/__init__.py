@@ -10,7 +10,7 @@ with escrow transfers, so the sale sells out completely.
 """
 
 #: The package's version: the module's and the Rust crate's too (one version for all three).
-__version__ = "0.11.0"
+__version__ = "0.12.0"
 
 from .errors import (
     ArgumentTypeError,
