@@ -16,9 +16,10 @@ pub const DRAINED: i64 = -5;
 /// joined, or its window lapsed).
 pub const NOT_ADMITTED: i64 = -6;
 /// The oldest module this client works with, as `INFO seckill` gives it (major * 10 000 +
-/// minor * 100 + patch): 0.11.0, the first whose repeated attempt is covered by a `WAIT` after
-/// it (a purchase sent again on a new connection, then acknowledged).
-pub const MIN_MODULE_VERSION: i64 = 1100;
+/// minor * 100 + patch): 0.12.0, the first with `SECKILL.LEAVE`, `PRESENCE` and `WITHETA` (the
+/// waiting room's reader); 0.11.0 was the first whose repeated attempt is covered by a `WAIT`
+/// after it (a purchase sent again on a new connection, then acknowledged).
+pub const MIN_MODULE_VERSION: i64 = 1200;
 /// Most partitions one sale may have (`SECKILL.INIT ... PARTITIONS n`).
 pub const MAX_PARTITIONS: u32 = 16_384;
 

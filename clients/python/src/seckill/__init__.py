@@ -39,6 +39,7 @@ from .partitioned import CREATE_CLAIM_MS, DEFAULT_SEAL_MS, PartitionedSale, part
 from .protocol import ENDED, MAX_PARTITIONS, MIN_MODULE_VERSION, NOT_ADMITTED, NOT_STARTED, OVER_LIMIT, SOLD_OUT
 from .retry import RetryPolicy, is_retryable
 from .sale import Sale
+from ._waiting import Place
 from .spec import SaleSpec
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "NoHoldsError",
     "NoQueueError",
     "NOT_ADMITTED",
+    "Place",
     "OutcomeUnknownError",
     "RetryPolicy",
     "is_retryable",

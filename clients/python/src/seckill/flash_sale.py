@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import Future, wait
-from typing import Any, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 import redis
 
@@ -17,7 +17,8 @@ from ._health import NodeHealth
 from ._node import nodes_of
 from ._tracking import MOVED, STALLED_READING_S, SoldOutCache, cache_of, route
 from ._turns import BuyerTurns
-from ._waiting import DEFAULT_RESYNC_MS, TurnWatch
+from . import _rooms, _waiting
+from ._waiting import DEFAULT_RESYNC_MS, Place
 from .info import Buyer, ClientStats, SaleEvent, SaleInfo, User
 from .protocol import SOLD_OUT
 from .retry import RetryPolicy
@@ -120,11 +121,19 @@ class SaleOps:
     def _admit_op(self, n: int) -> Operation[int]:
         raise NotImplementedError
 
-    def _watch_start_op(self, user: User) -> Operation[TurnWatch]:
+    def _room_key(self, user: User) -> str:
+        """The key whose waiting room ``user`` waits in."""
         raise NotImplementedError
 
-    def _watch_step_op(self, watch: TurnWatch, resync_ms: int) -> Operation[None]:
-        raise NotImplementedError
+    def _on_resync(self, user: User) -> Optional[Callable[[], Operation[None]]]:
+        """What the room's reader runs after it asked the server (see ``_rooms.OnResync``)."""
+        return None
+
+    def _leave_op(self, user: User) -> Operation[bool]:
+        return (yield from _waiting.leave(self._room_key(user), user))
+
+    def _place_op(self, user: User) -> Operation[Optional[Place]]:
+        return (yield from _waiting.place(self._room_key(user), user))
 
     def _confirm_op(self, user: User) -> Operation[bool]:
         raise NotImplementedError
@@ -251,29 +260,34 @@ class FlashSale(SaleOps):
         place: Optional[int] = self._run(self._position_op(user))
         return place
 
-    def wait_for_turn(self, user: User, *, resync_ms: int = DEFAULT_RESYNC_MS) -> Iterator[int]:
-        """Joins ``user`` to the waiting room and yields its place each time it changes, as
-        ``join`` replies it, ending with 0 (its turn: buy within the window) or SOLD_OUT. Before
-        START the first place is the cohort's size; the next comes with the first admissions.
-        Built on the sale's event stream (a sale made with ``events=True``;
-        InvalidArgumentError otherwise): one blocking XREAD of at most ``resync_ms`` per change
-        of the room, the server asked only when the entries cannot tell (see docs/waiting-room.md).
-        Each read holds one connection of the client's pool while it blocks: the client's
-        ``socket_timeout``, if any, must be above ``resync_ms``. Arguments are checked here,
-        before the first place is asked for."""
+    def wait_for_turn(self, user: User, *, resync_ms: int = DEFAULT_RESYNC_MS) -> Iterator[Place]:
+        """Joins ``user`` to the waiting room and yields its ``Place`` (an int, as ``join``
+        replies it, with ``eta_ms`` and ``drawn``) each time its number changes, ending with 0
+        (its turn: buy within the window) or SOLD_OUT. Before START the number is how many
+        wait (``drawn`` False). Built on the sale's event stream (a sale made with
+        ``events=True``; InvalidArgumentError otherwise), read by one thread per client and
+        sale key on the package's own connection, shared by every waiter of the process: a
+        waiter costs memory, not a read or a connection (see docs/waiting-room.md). With
+        PRESENCE the reader joins its waiters again at a third of it. Stopping the iteration
+        before the turn (``close()``, a closed page) leaves the room: the place goes to the
+        next. The server is asked after ``resync_ms`` without an entry. Arguments are checked
+        here, before the first place is asked for."""
         self._check(user)
         integer("resync_ms", resync_ms, 1)
+        return _rooms.wait_for_turn(self.client, self._room_key(user), user, resync_ms, self._on_resync(user))
 
-        def places() -> Iterator[int]:
-            watch: TurnWatch = self._run(self._watch_start_op(user))
-            yield watch.place
-            while not watch.done:
-                before = watch.place
-                self._run(self._watch_step_op(watch, resync_ms))
-                if watch.place != before:
-                    yield watch.place
+    def leave(self, user: User) -> bool:
+        """Takes ``user`` out of the waiting room (SECKILL.LEAVE): its place, or the unit
+        promised to it once admitted, goes to the next. True if it was in the room."""
+        self._check(user)
+        return bool(self._run(self._leave_op(user)))
 
-        return places()
+    def place(self, user: User) -> Optional[Place]:
+        """Where ``user`` stands, with its ETA (SECKILL.POSITION ... WITHETA): None when it is
+        not in the room (never joined, left, lapsed or dropped)."""
+        self._check(user)
+        found: Optional[Place] = self._run(self._place_op(user))
+        return found
 
     def admit(self, n: int) -> int:
         """Admits up to ``n`` users from the head of the waiting room (SECKILL.ADMIT); replies

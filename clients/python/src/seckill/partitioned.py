@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 import redis
 
-from . import _key, _waiting
+from . import _key
 from ._effects import Acquire, Call, Operation, Release, Sleep, run
 from ._durability import Keep, keep_of, returned_units
 from ._node import NodeCall
-from ._waiting import TurnWatch
 from .errors import (BadManifestError, ContendedError, InvalidArgumentError, NoQueueError, NoSaleError,
                      NotReplicatedError, SaleExistsError, WrongTypeError)
 from .flash_sale import FlashSale, SaleOps
@@ -423,22 +422,21 @@ class PartitionedOps(SaleOps):
                 admitted += yield from _key.admit(self.keys[index], share)
         return admitted
 
-    def _watch_start_op(self, user: User) -> Operation[TurnWatch]:
-        return (yield from _waiting.start(self._key_of(user), user))
+    def _room_key(self, user: User) -> str:
+        return self._key_of(user)
 
-    def _watch_step_op(self, watch: TurnWatch, resync_ms: int) -> Operation[None]:
-        """A step of ``_waiting``; then, while the user still waits in a partition found
-        drained, stock is borrowed for it as ``try_buy`` would: its room admits nobody without
-        units, and a page that only waits sends no TRY to borrow for it."""
-        partition = self.partition_of(watch.user)
-        asked = yield from _waiting.step(self.keys[partition], watch, resync_ms)
-        if asked and not watch.done:
+    def _on_resync(self, user: User) -> Optional[Callable[[], Operation[None]]]:
+        """While users still wait in a partition found drained, stock is borrowed for it as
+        ``try_buy`` would: its room admits nobody without units, and a page that only waits
+        sends no TRY to borrow for it."""
+        partition = self.partition_of(user)
+
+        def borrow() -> Operation[None]:
             info = yield from _key.info(self.keys[partition])
             if info.remaining == 0 and not info.sealed:
                 yield from self._borrow_op(partition, 1)
-                # Units came, or every partition was found empty and this one sealed: its room
-                # says which at once (the stream may stay quiet until resync_ms).
-                yield from _waiting.ask(self.keys[partition], watch)
+
+        return borrow
 
     def _confirm_op(self, user: User) -> Operation[bool]:
         return (yield from _key.confirm(self._key_of(user), user, self._keep))

@@ -16,8 +16,9 @@ DRAINED = -5
 #: joined, or its window lapsed).
 NOT_ADMITTED = -6
 #: The oldest module this package works with, as ``INFO seckill`` gives it (major * 10 000 +
-#: minor * 100 + patch): 0.11.0, the first whose repeated attempt is covered by a WAIT after
-#: it (a purchase sent again on a new connection, then acknowledged: see ``_durability``).
-MIN_MODULE_VERSION = 1100
+#: minor * 100 + patch): 0.12.0, the first with SECKILL.LEAVE, PRESENCE and WITHETA (which
+#: ``wait_for_turn``'s reader uses); 0.11.0 was the first whose repeated attempt is covered by
+#: a WAIT after it (see ``_durability``).
+MIN_MODULE_VERSION = 1200
 #: Most partitions one sale may have (``SECKILL.INIT ... PARTITIONS n``).
 MAX_PARTITIONS = 16_384

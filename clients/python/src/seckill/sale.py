@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Tuple
 
-from . import _key, _waiting
+from . import _key
 from ._durability import Keep, keep_of
 from ._effects import Call, Operation, run
 from .errors import InvalidArgumentError, NoSaleError
@@ -13,7 +13,6 @@ from .flash_sale import FlashSale, SaleOps
 from .info import Buyer, SaleEvent, SaleInfo, User
 from .partitioned import check_units
 from .protocol import DRAINED, SOLD_OUT
-from ._waiting import TurnWatch
 from .retry import Retrier, RetryPolicy
 from .spec import SaleSpec
 
@@ -101,11 +100,8 @@ class OneKeyOps(SaleOps):
     def _admit_op(self, n: int) -> Operation[int]:
         return (yield from _key.admit(self.key, n))
 
-    def _watch_start_op(self, user: User) -> Operation[TurnWatch]:
-        return (yield from _waiting.start(self.key, user))
-
-    def _watch_step_op(self, watch: TurnWatch, resync_ms: int) -> Operation[None]:
-        yield from _waiting.step(self.key, watch, resync_ms)
+    def _room_key(self, user: User) -> str:
+        return self.key
 
     def _confirm_op(self, user: User) -> Operation[bool]:
         return (yield from _key.confirm(self.key, user, self._keep))

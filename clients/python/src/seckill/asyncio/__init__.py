@@ -25,7 +25,8 @@ from .._node import CLUSTER_CLIENT_SLIPS, READ_ONLY, NodeCall, lost_node, slippe
 from .._tracking import MOVED, STALLED_READING_S
 from ._node import nodes_of
 from .._turns import AsyncBuyerTurns
-from .._waiting import DEFAULT_RESYNC_MS, TurnWatch
+from .._waiting import DEFAULT_RESYNC_MS, Place
+from . import _rooms
 from .._args import check_attempt_id, integer
 from ..errors import translate
 from ..flash_sale import SaleOps
@@ -178,21 +179,23 @@ class FlashSale(SaleOps):
         place: Optional[int] = await self._run(self._position_op(user))
         return place
 
-    def wait_for_turn(self, user: User, *, resync_ms: int = DEFAULT_RESYNC_MS) -> AsyncIterator[int]:
-        """See ``seckill.FlashSale.wait_for_turn``: an async iterator here (``async for``)."""
+    def wait_for_turn(self, user: User, *, resync_ms: int = DEFAULT_RESYNC_MS) -> AsyncIterator[Place]:
+        """See ``seckill.FlashSale.wait_for_turn``: an async iterator here (``async for``), one
+        reader task per client and sale key shared by every waiter of the event loop."""
         self._check(user)
         integer("resync_ms", resync_ms, 1)
+        return _rooms.wait_for_turn(self.client, self._room_key(user), user, resync_ms, self._on_resync(user))
 
-        async def places() -> AsyncIterator[int]:
-            watch: TurnWatch = await self._run(self._watch_start_op(user))
-            yield watch.place
-            while not watch.done:
-                before = watch.place
-                await self._run(self._watch_step_op(watch, resync_ms))
-                if watch.place != before:
-                    yield watch.place
+    async def leave(self, user: User) -> bool:
+        """See ``seckill.FlashSale.leave``."""
+        self._check(user)
+        return bool(await self._run(self._leave_op(user)))
 
-        return places()
+    async def place(self, user: User) -> Optional[Place]:
+        """See ``seckill.FlashSale.place``."""
+        self._check(user)
+        found: Optional[Place] = await self._run(self._place_op(user))
+        return found
 
     async def admit(self, n: int) -> int:
         """See ``seckill.FlashSale.admit``."""

@@ -1,0 +1,193 @@
+"""The sync driver of ``_waiting``: one reader thread per client and sale key, on the
+package's own connections (``_node``), shared by every ``wait_for_turn`` of the process. A
+waiter costs a ``Waiter`` and a wait on the reader's condition, not a connection or a read.
+
+Both drivers (this one and ``seckill.asyncio._rooms``) follow one loop, ``Reader.cycle``'s
+steps: read the stream (blocking at most ``resync_ms``), move the places, ask the server when
+the entries cannot say (and after an error, once the node answers again), join again for every
+waiter with PRESENCE at a third of it, then wake the waiters. A reader stops once its last
+waiter has gone."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+from . import _waiting
+from ._effects import Operation, perform, run
+from ._waiting import Follower, Place, Waiter
+from .info import User
+
+#: After a failed read, the reader waits this long (doubling up to ``MAX_BACKOFF_S``).
+FIRST_BACKOFF_S = 0.05
+MAX_BACKOFF_S = 1.0
+
+#: An operation the reader runs after each resync while waiters remain (a partitioned sale
+#: borrows units for a drained partition's room); None: nothing.
+OnResync = Optional[Callable[[], Operation[None]]]
+
+
+class Schedule:
+    """When the reader must ask the server, and join its waiters again: pure, both drivers'."""
+
+    def __init__(self, resync_ms: int, presence_ms: Optional[int]) -> None:
+        self.resync_ms = resync_ms
+        self.rejoin_s = None if presence_ms is None else presence_ms / 3000
+        now = time.monotonic()
+        self.last_rejoin = self.last_ask = now
+
+    def block_ms(self) -> int:
+        """How long the next read may block: until the next ask or rejoin is due."""
+        now = time.monotonic()
+        due = self.last_ask + self.resync_ms / 1000
+        if self.rejoin_s is not None:
+            due = min(due, self.last_rejoin + self.rejoin_s)
+        return max(1, int((due - now) * 1000))
+
+    def ask_due(self) -> bool:
+        """Every ``resync_ms`` the server is asked anyway: ETAs and cohort sizes move with no
+        entry to say so, and entries trimmed away are caught up."""
+        if time.monotonic() < self.last_ask + self.resync_ms / 1000:
+            return False
+        self.last_ask = time.monotonic()
+        return True
+
+    def rejoin_due(self) -> bool:
+        if self.rejoin_s is None or time.monotonic() < self.last_rejoin + self.rejoin_s:
+            return False
+        self.last_rejoin = time.monotonic()
+        return True
+
+
+def cycle(follower: Follower, schedule: Schedule, failed: bool, on_resync: OnResync,
+          ) -> Operation[List[Waiter]]:
+    """One turn of a reader's loop: the waiters whose turn came."""
+    if failed:
+        for waiter in follower.asking():
+            waiter.ask = True
+        yield from _waiting.ask(follower, follower.asking())
+    events = yield from _waiting.read(follower, schedule.block_ms())
+    turned, must_ask = follower.read(events)
+    if must_ask or schedule.ask_due() or any(w.ask for w in follower.asking()):
+        yield from _waiting.ask(follower, follower.asking())
+        if on_resync is not None and follower.asking():
+            yield from on_resync()
+    if schedule.rejoin_due():
+        yield from _waiting.rejoin(follower, follower.asking())
+    return turned
+
+
+def drive_locked(operation: Operation[Any], client: Any, lock: Any) -> Any:
+    """``_effects.run`` with ``lock`` held while the operation runs and released while its
+    effects (the calls) do: the waiters' threads read the state the operation changes."""
+    reply: Any = None
+    failure: Optional[BaseException] = None
+    while True:
+        with lock:
+            try:
+                effect = operation.send(reply) if failure is None else operation.throw(failure)
+            except StopIteration as done:
+                return done.value
+        reply, failure = None, None
+        try:
+            reply = perform(client, effect)
+        except BaseException as error:  # noqa: BLE001 - thrown into the operation
+            failure = error
+
+
+class Reader:
+    """One client's reader of one sale key's room, on a thread of its own."""
+
+    def __init__(self, client: Any, key: str, resync_ms: int, on_resync: OnResync) -> None:
+        self.client = client
+        self.key = key
+        self.on_resync = on_resync
+        self.follower = run(_waiting.open_follower(key), client)
+        self.schedule = Schedule(resync_ms, self.follower.presence_ms)
+        self.cond = threading.Condition()
+        self.stopped = False
+        self._thread = threading.Thread(target=self._loop, name=f"seckill-room-{key}", daemon=True)
+
+    def _loop(self) -> None:
+        failed, backoff = False, FIRST_BACKOFF_S
+        while True:
+            with _registry, self.cond:
+                if not self.follower.waiters:
+                    self.stopped = True
+                    _readers_of(self.client).pop(self.key, None)
+                    return
+            try:
+                drive_locked(cycle(self.follower, self.schedule, failed, self.on_resync), self.client, self.cond)
+                failed, backoff = False, FIRST_BACKOFF_S
+            except Exception:  # noqa: BLE001 - a node down or failing over: the waiters wait on
+                failed = True
+                time.sleep(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
+            with self.cond:
+                self.cond.notify_all()
+
+
+_registry = threading.Lock()
+
+
+def _readers_of(client: Any) -> Dict[str, Reader]:
+    found: Optional[Dict[str, Reader]] = getattr(client, "_seckill_rooms", None)
+    if found is None:
+        found = {}
+        client._seckill_rooms = found
+    return found
+
+
+def reader_for(client: Any, key: str, user: User, resync_ms: int, on_resync: OnResync) -> Tuple[Reader, Waiter]:
+    """The client's reader of ``key`` (started if none runs), with ``user`` added to it."""
+    made: Optional[Reader] = None
+    while True:
+        with _registry:
+            readers = _readers_of(client)
+            reader = readers.get(key)
+            if reader is None and made is not None:
+                readers[key] = reader = made
+                with reader.cond:
+                    waiter = reader.follower.add(user)
+                reader._thread.start()
+                return reader, waiter
+            if reader is not None:
+                with reader.cond:
+                    reader.schedule.resync_ms = min(reader.schedule.resync_ms, resync_ms)
+                    return reader, reader.follower.add(user)
+        made = Reader(client, key, resync_ms, on_resync)
+
+
+#: A waiter looks at its reader again at least this often, whatever it was told.
+WAKE_S = 1.0
+
+
+def wait_for_turn(client: Any, key: str, user: User, resync_ms: int, on_resync: OnResync) -> Iterator[Place]:
+    """The places of ``user``, each time its number changes, ending with 0 or SOLD_OUT; leaves
+    the room when the consumer stops first."""
+    reader, waiter = reader_for(client, key, user, resync_ms, on_resync)
+    follower = reader.follower
+    done = False
+    try:
+        drive_locked(_waiting.join(follower, waiter), client, reader.cond)
+        shown: Optional[int] = None
+        while True:
+            with reader.cond:
+                place = follower.current(waiter)
+                while shown is not None and int(place) == shown:
+                    reader.cond.wait(WAKE_S)
+                    place = follower.current(waiter)
+            shown = int(place)
+            done = place <= 0
+            yield place
+            if done:
+                return
+    finally:
+        with reader.cond:
+            last = follower.remove(waiter)
+        if last and not done:
+            try:
+                run(_waiting.leave(key, user), client)
+            except Exception:  # noqa: BLE001 - best effort: with PRESENCE an absent page is dropped
+                pass

@@ -1,0 +1,122 @@
+"""``seckill._rooms`` on asyncio: one reader task per client and sale key, shared by every
+``wait_for_turn`` of the event loop. The state is changed between awaits only, so the waiters
+read it without a lock; each batch of entries wakes them once."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, AsyncIterator, Dict, Optional, Tuple
+
+from .. import _waiting
+from .._rooms import FIRST_BACKOFF_S, MAX_BACKOFF_S, WAKE_S, OnResync, Schedule, cycle
+from .._waiting import Place, Waiter
+from ..info import User
+
+__all__ = ["wait_for_turn"]
+
+
+class Reader:
+    """One client's reader of one sale key's room, on a task of its own."""
+
+    def __init__(self, client: Any, key: str, follower: _waiting.Follower, resync_ms: int,
+                 on_resync: OnResync) -> None:
+        self.client = client
+        self.key = key
+        self.on_resync = on_resync
+        self.follower = follower
+        self.schedule = Schedule(resync_ms, follower.presence_ms)
+        self.changed = asyncio.Event()
+        self.task: Optional["asyncio.Task[None]"] = None
+
+    async def loop(self) -> None:
+        from . import run
+
+        failed, backoff = False, FIRST_BACKOFF_S
+        while self.follower.waiters:
+            try:
+                await run(cycle(self.follower, self.schedule, failed, self.on_resync), self.client)
+                failed, backoff = False, FIRST_BACKOFF_S
+            except Exception:  # noqa: BLE001 - a node down or failing over: the waiters wait on
+                failed = True
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
+            # One wake for every waiter per batch: each looks at its own place.
+            self.changed.set()
+            self.changed = asyncio.Event()
+        _readers_of(self.client).pop(self.key, None)
+
+
+def _readers_of(client: Any) -> Dict[str, Reader]:
+    found: Optional[Dict[str, Reader]] = getattr(client, "_seckill_async_rooms", None)
+    if found is None:
+        found = {}
+        client._seckill_async_rooms = found
+    return found
+
+
+_opening: Dict[Tuple[int, str], "asyncio.Future[Reader]"] = {}
+
+
+async def reader_for(client: Any, key: str, user: User, resync_ms: int, on_resync: OnResync) -> Tuple[Reader, Waiter]:
+    """The client's reader of ``key`` (started if none runs), with ``user`` added to it."""
+    from . import run
+
+    while True:
+        reader = _readers_of(client).get(key)
+        if reader is not None and reader.task is not None and not reader.task.done():
+            reader.schedule.resync_ms = min(reader.schedule.resync_ms, resync_ms)
+            return reader, reader.follower.add(user)
+        opening = _opening.get((id(client), key))
+        if opening is not None:
+            await asyncio.shield(opening)
+            continue
+        future: "asyncio.Future[Reader]" = asyncio.get_running_loop().create_future()
+        _opening[(id(client), key)] = future
+        try:
+            follower = await run(_waiting.open_follower(key), client)
+            reader = Reader(client, key, follower, resync_ms, on_resync)
+            waiter = follower.add(user)
+            _readers_of(client)[key] = reader
+            reader.task = asyncio.get_running_loop().create_task(reader.loop(), name=f"seckill-room-{key}")
+            future.set_result(reader)
+            return reader, waiter
+        except BaseException as error:
+            future.set_exception(error)
+            future.exception()  # retrieved: the waiters that shared it retry on their own
+            raise
+        finally:
+            del _opening[(id(client), key)]
+
+
+async def wait_for_turn(client: Any, key: str, user: User, resync_ms: int,
+                        on_resync: OnResync) -> AsyncIterator[Place]:
+    """``seckill._rooms.wait_for_turn`` on the event loop: ``async for``."""
+    from . import run
+
+    reader, waiter = await reader_for(client, key, user, resync_ms, on_resync)
+    follower = reader.follower
+    done = False
+    try:
+        await run(_waiting.join(follower, waiter), client)
+        shown: Optional[int] = None
+        while True:
+            place = follower.current(waiter)
+            while shown is not None and int(place) == shown:
+                changed = reader.changed
+                try:
+                    await asyncio.wait_for(changed.wait(), WAKE_S)
+                except asyncio.TimeoutError:
+                    pass
+                place = follower.current(waiter)
+            shown = int(place)
+            done = place <= 0
+            yield place
+            if done:
+                return
+    finally:
+        last = follower.remove(waiter)
+        if last and not done:
+            try:
+                await asyncio.shield(run(_waiting.leave(key, user), client))
+            except Exception:  # noqa: BLE001 - best effort: with PRESENCE an absent page is dropped
+                pass
