@@ -42,6 +42,49 @@ fn join_admit_and_buy_through_the_sync_crate() {
 }
 
 #[test]
+fn leave_and_place_with_its_eta_sync_and_async() {
+    let server = Server::start();
+    let mut con = server.con();
+    let spec = SaleSpec::new(5, 1).queue(room(None));
+    let sale = Sale::replace(&mut con, "room:leave", &spec).unwrap();
+    for user in ["a", "b", "c"] {
+        FlashSale::join(&sale, &mut con, user).unwrap();
+    }
+    assert!(FlashSale::leave(&sale, &mut con, "b").unwrap());
+    assert!(
+        !FlashSale::leave(&sale, &mut con, "b").unwrap(),
+        "left already"
+    );
+    assert_eq!(FlashSale::place(&sale, &mut con, "b").unwrap(), None);
+    let c = FlashSale::place(&sale, &mut con, "c").unwrap().unwrap();
+    assert_eq!(
+        (c.position, c.eta_ms, c.drawn),
+        (2, -1, true),
+        "no rate, no admission yet"
+    );
+    assert_eq!(FlashSale::admit(&sale, &mut con, 1).unwrap(), 1);
+    let a = FlashSale::place(&sale, &mut con, "a").unwrap().unwrap();
+    assert_eq!((a.position, a.eta_ms), (0, 0));
+    // Before START: how many wait, not drawn, the ETA the time until START.
+    let start = seckill_harness::server_now_ms(&mut con) + 60_000;
+    let later = SaleSpec::new(5, 1)
+        .window(Some(start), None)
+        .queue(room(None));
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let mut con = server.async_con().await;
+        let sale = aio::Sale::replace(&mut con, "room:later", &later)
+            .await
+            .unwrap();
+        sale.join(&mut con, "x").await.unwrap();
+        let x = sale.place(&mut con, "x").await.unwrap().unwrap();
+        assert_eq!((x.position, x.drawn), (1, false));
+        assert!((55_000..=60_000).contains(&x.eta_ms), "{x:?}");
+        assert!(sale.leave(&mut con, "x").await.unwrap());
+        assert_eq!(sale.place(&mut con, "x").await.unwrap(), None);
+    });
+}
+
+#[test]
 fn join_and_admit_through_the_async_crate() {
     let server = Server::start();
     tokio::runtime::Runtime::new().unwrap().block_on(async {

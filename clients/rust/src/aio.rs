@@ -111,6 +111,20 @@ pub trait FlashSale {
         user: impl AsRef<[u8]> + Send,
     ) -> impl Future<Output = Result<Option<i64>>> + Send;
 
+    /// See [`crate::FlashSale::leave`].
+    fn leave<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+        user: impl AsRef<[u8]> + Send,
+    ) -> impl Future<Output = Result<bool>> + Send;
+
+    /// See [`crate::FlashSale::place`].
+    fn place<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+        user: impl AsRef<[u8]> + Send,
+    ) -> impl Future<Output = Result<Option<crate::Place>>> + Send;
+
     /// See [`crate::FlashSale::admit`].
     fn admit<C: ConnectionLike + Send>(
         &self,
@@ -292,6 +306,32 @@ macro_rules! impl_async_flash_sale {
             ) -> Result<Option<i64>> {
                 self.0
                     .position_on(
+                        &mut Tokio::within(con, self.0.retry_policy().deadline),
+                        user.as_ref(),
+                    )
+                    .await
+            }
+
+            async fn leave<C: ConnectionLike + Send>(
+                &self,
+                con: &mut C,
+                user: impl AsRef<[u8]> + Send,
+            ) -> Result<bool> {
+                self.0
+                    .leave_on(
+                        &mut Tokio::within(con, self.0.retry_policy().deadline),
+                        user.as_ref(),
+                    )
+                    .await
+            }
+
+            async fn place<C: ConnectionLike + Send>(
+                &self,
+                con: &mut C,
+                user: impl AsRef<[u8]> + Send,
+            ) -> Result<Option<crate::Place>> {
+                self.0
+                    .place_on(
                         &mut Tokio::within(con, self.0.retry_policy().deadline),
                         user.as_ref(),
                     )

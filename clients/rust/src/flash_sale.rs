@@ -164,6 +164,18 @@ pub trait FlashSale {
         user: impl AsRef<[u8]>,
     ) -> Result<Option<i64>>;
 
+    /// Takes `user` out of the waiting room (`SECKILL.LEAVE`): its place, or the unit promised
+    /// to it once admitted, goes to the next. Whether it was in the room.
+    fn leave<C: ConnectionLike>(&self, con: &mut C, user: impl AsRef<[u8]>) -> Result<bool>;
+
+    /// Where `user` stands with its ETA (`SECKILL.POSITION ... WITHETA`); `None` when it is
+    /// not in the room (never joined, left, lapsed or dropped).
+    fn place<C: ConnectionLike>(
+        &self,
+        con: &mut C,
+        user: impl AsRef<[u8]>,
+    ) -> Result<Option<crate::Place>>;
+
     /// Admits up to `n` users from the head of the waiting room (`SECKILL.ADMIT`); how many
     /// were (never more than the units left can serve). A partitioned sale splits `n` over
     /// its partitions' rooms, going round them from call to call.
@@ -287,6 +299,24 @@ macro_rules! impl_flash_sale {
             ) -> $crate::Result<Option<i64>> {
                 let link = &mut $crate::link::Blocking(con);
                 $crate::link::block_on(self.position_on(link, user.as_ref()))
+            }
+
+            fn leave<C: redis::ConnectionLike>(
+                &self,
+                con: &mut C,
+                user: impl AsRef<[u8]>,
+            ) -> $crate::Result<bool> {
+                let link = &mut $crate::link::Blocking(con);
+                $crate::link::block_on(self.leave_on(link, user.as_ref()))
+            }
+
+            fn place<C: redis::ConnectionLike>(
+                &self,
+                con: &mut C,
+                user: impl AsRef<[u8]>,
+            ) -> $crate::Result<Option<$crate::Place>> {
+                let link = &mut $crate::link::Blocking(con);
+                $crate::link::block_on(self.place_on(link, user.as_ref()))
             }
 
             fn admit<C: redis::ConnectionLike>(&self, con: &mut C, n: u64) -> $crate::Result<u64> {

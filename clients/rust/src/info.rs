@@ -247,3 +247,15 @@ impl SaleEvent {
         self.fields.get(field).map_or("", String::as_str)
     }
 }
+
+/// Where a user stands in a waiting room, as `SECKILL.POSITION ... WITHETA` tells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Place {
+    /// As `SECKILL.JOIN` replies: >= 1 waiting, 0 its turn, -1 sold out. Before START (when
+    /// `drawn` is false) how many wait, the cohort, not a place.
+    pub position: i64,
+    /// About how long until its turn (ms): 0 its turn; -1 sold out or nothing known yet.
+    pub eta_ms: i64,
+    /// Whether the places are drawn (no START, or START passed).
+    pub drawn: bool,
+}

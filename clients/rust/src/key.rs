@@ -3,7 +3,7 @@
 
 use crate::durability::{ACK_GRACE, Change, Keeping};
 use crate::error::{Error, Result};
-use crate::info::{Buyer, PartitionInfo, SaleEvent, parse_fields};
+use crate::info::{Buyer, PartitionInfo, Place, SaleEvent, parse_fields};
 use crate::link::{Link, query_retried};
 use crate::protocol::MIN_MODULE_VERSION;
 use crate::reply::TryReply;
@@ -268,6 +268,37 @@ pub(crate) async fn position<L: Link>(link: &mut L, key: &str, user: &[u8]) -> R
     Ok(link
         .query(cmd("SECKILL.POSITION").arg(key).arg(user))
         .await?)
+}
+
+/// `SECKILL.LEAVE`: sent again as it is (leaving again changes nothing); whether the user was
+/// in the room.
+pub(crate) async fn leave<L: Link>(link: &mut L, key: &str, user: &[u8]) -> Result<bool> {
+    let left: i64 = link.query(cmd("SECKILL.LEAVE").arg(key).arg(user)).await?;
+    Ok(left == 1)
+}
+
+/// `SECKILL.POSITION ... WITHETA`, and for a waiting user whether the places are drawn (START
+/// passed, by the server's clock): `None` when the user is not in the room.
+pub(crate) async fn place<L: Link>(link: &mut L, key: &str, user: &[u8]) -> Result<Option<Place>> {
+    let told: Option<(i64, i64)> = link
+        .query(cmd("SECKILL.POSITION").arg(key).arg(user).arg("WITHETA"))
+        .await?;
+    let Some((position, eta_ms)) = told else {
+        return Ok(None);
+    };
+    let mut drawn = true;
+    if position > 0 {
+        let reply: Value = link.query(cmd("SECKILL.INFO").arg(key)).await?;
+        if let Some(Value::Int(start)) = parse_fields(reply)?.remove("start") {
+            let (seconds, micros): (i64, i64) = link.query(&cmd("TIME")).await?;
+            drawn = seconds * 1000 + micros / 1000 >= start;
+        }
+    }
+    Ok(Some(Place {
+        position,
+        eta_ms,
+        drawn,
+    }))
 }
 
 pub(crate) async fn admit<L: Link>(link: &mut L, key: &str, n: u64) -> Result<u64> {

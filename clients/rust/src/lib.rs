@@ -81,7 +81,7 @@ mod waiting;
 pub use durability::Durability;
 pub use error::{Error, Result};
 pub use flash_sale::{ClientStats, FlashSale};
-pub use info::{Buyer, PartitionInfo, SaleEvent, SaleInfo};
+pub use info::{Buyer, PartitionInfo, Place, SaleEvent, SaleInfo};
 pub use key::MAX_USER_BYTES;
 pub use lock::{DEFAULT_REPLICA_TIMEOUT_MS, DEFAULT_TTL_MS, Lock, LockGuard, LockOptions};
 pub use partitioned::{CREATE_CLAIM_MS, DEFAULT_SEAL_MS, PartitionedSale};

@@ -285,6 +285,20 @@ impl Sale {
         key::position(link, &self.key, user).await
     }
 
+    pub(crate) async fn leave_on<L: Link>(&self, link: &mut L, user: &[u8]) -> Result<bool> {
+        key::check_call(user, None)?;
+        key::leave(link, &self.key, user).await
+    }
+
+    pub(crate) async fn place_on<L: Link>(
+        &self,
+        link: &mut L,
+        user: &[u8],
+    ) -> Result<Option<crate::Place>> {
+        key::check_call(user, None)?;
+        key::place(link, &self.key, user).await
+    }
+
     pub(crate) async fn admit_on<L: Link>(&self, link: &mut L, n: u64) -> Result<u64> {
         check_units(n)?;
         key::admit(link, &self.key, n).await

@@ -347,6 +347,20 @@ impl PartitionedSale {
         key::position(link, self.key_of(user), user).await
     }
 
+    pub(crate) async fn leave_on<L: Link>(&self, link: &mut L, user: &[u8]) -> Result<bool> {
+        key::check_call(user, None)?;
+        key::leave(link, self.key_of(user), user).await
+    }
+
+    pub(crate) async fn place_on<L: Link>(
+        &self,
+        link: &mut L,
+        user: &[u8],
+    ) -> Result<Option<crate::Place>> {
+        key::check_call(user, None)?;
+        key::place(link, self.key_of(user), user).await
+    }
+
     /// `n` split evenly over the partitions' rooms, the first of them one more, starting
     /// where the last call ended (so `admit(1)` calls go round them all).
     pub(crate) async fn admit_on<L: Link>(&self, link: &mut L, n: u64) -> Result<u64> {
