@@ -469,30 +469,27 @@ impl Sale {
         self.0.key()
     }
 
-    /// See [`crate::Sale::delete`].
-    /// See [`crate::Sale::wait_for_turn`]: a stream here, which owns `con`: a connection of
-    /// its own (its blocking reads would hold up the calls queued behind them on a shared
-    /// multiplexed connection). A `MultiplexedConnection` must be made without redis-rs'
-    /// response timeout (`AsyncConnectionConfig::new().set_response_timeout(None)`): its 500 ms
-    /// default fails every read that waits longer, which ends the stream with that error. A
-    /// [`ClusterSession`]'s `detached()` session gives blocking reads their time by itself.
-    /// Each read is bounded here by `resync_ms` plus the sale's deadline; every other call by
-    /// the deadline.
-    pub fn wait_for_turn<'a, C: ConnectionLike + Send + 'a>(
+    /// See [`crate::Sale::wait_for_turn`]: a stream here, which owns `con` (the page's
+    /// connection: its turns at reading the room are non-blocking `XREAD`s, so a shared
+    /// multiplexed connection or a [`ClusterSession`] serves). Every call is bounded by the
+    /// sale's deadline. Dropped before its turn, the stream leaves the room from a task of its
+    /// own.
+    pub fn wait_for_turn<'a, C: ConnectionLike + Send + 'static>(
         &'a self,
         con: C,
         user: impl AsRef<[u8]>,
         resync_ms: u64,
-    ) -> impl futures_util::Stream<Item = Result<i64>> + Send + 'a {
+    ) -> impl futures_util::Stream<Item = Result<crate::Place>> + Send + 'a {
         let bound = self
             .0
             .retry_policy()
             .deadline
             .max(crate::retry::MIN_CALL_BOUND);
-        let room = crate::waiting::Room::Key(self.0.key());
+        let room = self.0.room();
         crate::waiting::stream(con, room, user.as_ref().to_vec(), resync_ms, bound)
     }
 
+    /// See [`crate::Sale::delete`].
     pub async fn delete<C: ConnectionLike + Send>(&self, con: &mut C) -> Result<()> {
         self.0
             .delete_on(&mut Tokio::within(con, self.0.retry_policy().deadline))
@@ -596,12 +593,12 @@ impl PartitionedSale {
 
     /// See [`crate::PartitionedSale::wait_for_turn`] and [`Sale::wait_for_turn`]: a stream
     /// that owns `con`, under the same rules.
-    pub fn wait_for_turn<'a, C: ConnectionLike + Send + 'a>(
+    pub fn wait_for_turn<'a, C: ConnectionLike + Send + 'static>(
         &'a self,
         con: C,
         user: impl AsRef<[u8]>,
         resync_ms: u64,
-    ) -> impl futures_util::Stream<Item = Result<i64>> + Send + 'a {
+    ) -> impl futures_util::Stream<Item = Result<crate::Place>> + Send + 'a {
         let bound = self
             .0
             .retry_policy()

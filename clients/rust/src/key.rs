@@ -534,6 +534,26 @@ mod tests {
         fn sleep(&mut self, _: Duration) -> impl std::future::Future<Output = ()> + Send {
             std::future::ready(())
         }
+
+        fn query_pipe<T: redis::FromRedisValue + Send>(
+            &mut self,
+            _: &redis::Pipeline,
+        ) -> impl std::future::Future<Output = redis::RedisResult<T>> + Send {
+            let none = (
+                redis::ErrorKind::UnexpectedReturnType,
+                "no pipeline in these scripts",
+            );
+            std::future::ready(Err(none.into()))
+        }
+
+        fn nap<'w>(
+            &mut self,
+            _: &'w crate::waiting::Wake,
+            _: u64,
+            _: Duration,
+        ) -> impl std::future::Future<Output = ()> + Send + 'w {
+            std::future::ready(())
+        }
     }
 
     const WITH_REPLICA: &str =

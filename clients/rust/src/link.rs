@@ -7,7 +7,8 @@
 use crate::error::Result;
 use crate::retry::MIN_CALL_BOUND;
 use crate::retry::{Retrier, RetryPolicy, is_retryable};
-use redis::{Cmd, ConnectionLike, FromRedisValue, RedisResult};
+use crate::waiting::Wake;
+use redis::{Cmd, ConnectionLike, FromRedisValue, Pipeline, RedisResult};
 use std::future::{Future, ready};
 use std::time::Duration;
 
@@ -17,7 +18,22 @@ pub(crate) trait Link {
         cmd: &Cmd,
     ) -> impl Future<Output = RedisResult<T>> + Send;
 
+    /// `pipe`'s replies (one MULTI ... EXEC when it is atomic).
+    fn query_pipe<T: FromRedisValue + Send>(
+        &mut self,
+        pipe: &Pipeline,
+    ) -> impl Future<Output = RedisResult<T>> + Send;
+
     fn sleep(&mut self, wait: Duration) -> impl Future<Output = ()> + Send;
+
+    /// Waits until `wake` moves past `seen`, or `timeout`: a thread in the sync API, a task
+    /// in the async one.
+    fn nap<'w>(
+        &mut self,
+        wake: &'w Wake,
+        seen: u64,
+        timeout: Duration,
+    ) -> impl Future<Output = ()> + Send + 'w;
 
     /// Whether [`Link::query_within`] bounds a call by its budget (the async links), or only
     /// by the connection's own read timeout (a sync connection).
@@ -48,8 +64,25 @@ impl<C: ConnectionLike> Link for Blocking<'_, C> {
         ready(cmd.query(self.0))
     }
 
+    fn query_pipe<T: FromRedisValue + Send>(
+        &mut self,
+        pipe: &Pipeline,
+    ) -> impl Future<Output = RedisResult<T>> + Send {
+        ready(pipe.query(self.0))
+    }
+
     fn sleep(&mut self, wait: Duration) -> impl Future<Output = ()> + Send {
         std::thread::sleep(wait);
+        ready(())
+    }
+
+    fn nap<'w>(
+        &mut self,
+        wake: &'w Wake,
+        seen: u64,
+        timeout: Duration,
+    ) -> impl Future<Output = ()> + Send + 'w {
+        wake.wait_blocking(seen, timeout);
         ready(())
     }
 }
@@ -88,8 +121,24 @@ impl<C: redis::aio::ConnectionLike + Send> Link for Tokio<'_, C> {
         within(self.bound, cmd.query_async(self.con))
     }
 
+    fn query_pipe<T: FromRedisValue + Send>(
+        &mut self,
+        pipe: &Pipeline,
+    ) -> impl Future<Output = RedisResult<T>> + Send {
+        within(self.bound, pipe.query_async(self.con))
+    }
+
     fn sleep(&mut self, wait: Duration) -> impl Future<Output = ()> + Send {
         tokio::time::sleep(wait)
+    }
+
+    fn nap<'w>(
+        &mut self,
+        wake: &'w Wake,
+        seen: u64,
+        timeout: Duration,
+    ) -> impl Future<Output = ()> + Send + 'w {
+        wake.wait(seen, timeout)
     }
 
     fn bounds_calls(&self) -> bool {
@@ -178,6 +227,26 @@ mod tests {
 
         fn sleep(&mut self, wait: Duration) -> impl Future<Output = ()> + Send {
             std::thread::sleep(wait);
+            std::future::ready(())
+        }
+
+        fn query_pipe<T: redis::FromRedisValue + Send>(
+            &mut self,
+            _: &redis::Pipeline,
+        ) -> impl std::future::Future<Output = redis::RedisResult<T>> + Send {
+            let none = (
+                redis::ErrorKind::UnexpectedReturnType,
+                "no pipeline in these scripts",
+            );
+            std::future::ready(Err(none.into()))
+        }
+
+        fn nap<'w>(
+            &mut self,
+            _: &'w crate::waiting::Wake,
+            _: u64,
+            _: Duration,
+        ) -> impl std::future::Future<Output = ()> + Send + 'w {
             std::future::ready(())
         }
     }

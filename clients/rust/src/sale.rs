@@ -27,6 +27,7 @@ pub struct Sale {
     counters: Counters,
     turns: BuyerTurns,
     cached: Option<Cached>,
+    rooms: crate::waiting::Rooms,
 }
 
 impl Sale {
@@ -40,6 +41,7 @@ impl Sale {
             counters: Counters::default(),
             turns: BuyerTurns::default(),
             cached: None,
+            rooms: Default::default(),
         }
     }
 
@@ -159,26 +161,27 @@ impl Sale {
         self
     }
 
-    /// Joins `user` to the sale's waiting room and yields its place each time it changes, as
-    /// [`crate::FlashSale::join`] replies it, ending with 0 (its turn: buy within the window) or
-    /// -1 (sold out). Before START the first place is the cohort's size; the next comes with
-    /// the first admissions. Built on the sale's event stream (a sale made with events;
-    /// [`Error::InvalidArgument`] otherwise): one blocking `XREAD` of at most `resync_ms` per
-    /// change of the room, the server asked only when the entries cannot tell (see
-    /// docs/waiting-room.md). `con` blocks while it waits: give it a connection of its own, whose
-    /// read timeout, if any, is above `resync_ms`. An error ends the iterator.
+    /// Joins `user` to the sale's waiting room and yields its [`crate::Place`] each time its
+    /// number changes, ending with 0 (its turn: buy within the window) or -1 (sold out). Before
+    /// START the number is how many wait (`drawn` false). Built on the sale's event stream (a
+    /// sale made with events; [`Error::InvalidArgument`] otherwise), read for every waiter of
+    /// this handle by one of them at a time (a non-blocking `XREAD` every 50 ms): a waiter
+    /// costs memory, not a read (see docs/waiting-room.md). With PRESENCE the waiters join
+    /// again at a third of it; the server is asked where everyone stands every `resync_ms`.
+    /// Dropped before its turn, the iterator leaves the room: the place goes to the next. An
+    /// error ends it.
     pub fn wait_for_turn<'a, C: ConnectionLike>(
         &'a self,
         con: &'a mut C,
         user: impl AsRef<[u8]>,
         resync_ms: u64,
     ) -> crate::Turns<'a, C> {
-        crate::Turns::new(
-            con,
-            crate::waiting::Room::Key(&self.key),
-            user.as_ref(),
-            resync_ms,
-        )
+        crate::Turns::new(con, self.room(), user.as_ref(), resync_ms)
+    }
+
+    /// The waiting room its waiters share.
+    pub(crate) fn room(&self) -> crate::waiting::Room<'_> {
+        crate::waiting::Room::Key(&self.key, &self.rooms)
     }
 
     pub fn key(&self) -> &str {

@@ -72,6 +72,7 @@ pub struct PartitionedSale {
     counters: Counters,
     turns: BuyerTurns,
     cached: Option<Cached>,
+    rooms: crate::waiting::Rooms,
 }
 
 impl PartitionedSale {
@@ -118,6 +119,7 @@ impl PartitionedSale {
             counters: Counters::default(),
             turns: BuyerTurns::default(),
             cached: None,
+            rooms: Default::default(),
         }
     }
 
@@ -200,6 +202,10 @@ impl PartitionedSale {
     /// The partition `user` buys in.
     pub fn partition_of(&self, user: &[u8]) -> u32 {
         partition_of(user, self.spec.partitions)
+    }
+
+    pub(crate) fn rooms(&self) -> &crate::waiting::Rooms {
+        &self.rooms
     }
 
     pub(crate) fn key_of(&self, user: &[u8]) -> &str {
