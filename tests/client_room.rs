@@ -50,7 +50,9 @@ fn leave_and_place_with_its_eta_sync_and_async() {
     for user in ["a", "b", "c"] {
         FlashSale::join(&sale, &mut con, user).unwrap();
     }
+    assert_eq!(FlashSale::info(&sale, &mut con).unwrap().waiting, 3);
     assert!(FlashSale::leave(&sale, &mut con, "b").unwrap());
+    assert_eq!(FlashSale::info(&sale, &mut con).unwrap().waiting, 2);
     assert!(
         !FlashSale::leave(&sale, &mut con, "b").unwrap(),
         "left already"

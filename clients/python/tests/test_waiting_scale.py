@@ -123,7 +123,9 @@ def test_a_page_that_stops_before_its_turn_leaves_the_room(server):
         assert (int(place), place.drawn) == (2, True)
         await sale.join("last")
         assert await sale.position("last") == 3
+        assert (await sale.info()).waiting == 3
         await pages.aclose()  # the browser closed the tab
+        assert (await sale.info()).waiting == 2
         assert await sale.position("closer") is None
         assert await sale.position("last") == 2, "its place went on"
         found = await sale.place("last")

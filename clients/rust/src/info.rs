@@ -23,6 +23,8 @@ pub struct PartitionInfo {
     /// Admitted users who have not bought (a sale with a waiting room; 0 without): each is
     /// promised a unit of `remaining`, which the key does not lend.
     pub admitted: u64,
+    /// Users waiting in the room (0 without one).
+    pub waiting: u64,
 }
 
 impl PartitionInfo {
@@ -73,6 +75,10 @@ impl PartitionInfo {
             admitted: match fields.get("admitted") {
                 None => 0,
                 Some(_) => number("admitted")?,
+            },
+            waiting: match fields.get("waiting") {
+                None => 0,
+                Some(_) => number("waiting")?,
             },
         })
     }
@@ -144,6 +150,8 @@ pub struct SaleInfo {
     pub sealed: u32,
     /// No unit left anywhere, nor in flight.
     pub sold_out: bool,
+    /// Users waiting in the rooms (0 without a waiting room).
+    pub waiting: u64,
     pub partitions: Vec<PartitionInfo>,
 }
 
@@ -168,6 +176,7 @@ impl SaleInfo {
             pending_out: sum(|p| p.pending_out),
             sealed: partitions.iter().filter(|p| p.sealed).count() as u32,
             sold_out: remaining == 0 && in_flight == 0,
+            waiting: sum(|p| p.waiting),
             partitions,
         }
     }

@@ -58,6 +58,8 @@ class PartitionInfo:
     #: Admitted users who have not bought (a sale with a waiting room; 0 without): each is
     #: promised a unit of ``remaining``, which the key does not lend.
     admitted: int = 0
+    #: Users waiting in the room (0 without one).
+    waiting: int = 0
 
     @property
     def units(self) -> Tuple[int, ...]:
@@ -73,6 +75,7 @@ class PartitionInfo:
         if fields.get("partition") is None:
             fields["partition"] = 0
         fields.setdefault("admitted", 0)
+        fields.setdefault("waiting", 0)
         names = [f for f in cls.__dataclass_fields__]
         try:
             values: Dict[str, Any] = {n: int(fields[n]) for n in names}
@@ -114,6 +117,8 @@ class SaleInfo:
     sealed: int
     sold_out: bool
     partitions: List[PartitionInfo]
+    #: Users waiting in the rooms (0 without a waiting room).
+    waiting: int = 0
 
     @classmethod
     def total(cls, partitions: List[PartitionInfo]) -> "SaleInfo":
@@ -137,6 +142,7 @@ class SaleInfo:
             sealed=sum(1 for p in partitions if p.sealed),
             sold_out=remaining == 0 and in_flight == 0,
             partitions=partitions,
+            waiting=total("waiting"),
         )
 
     def balanced(self) -> bool:
