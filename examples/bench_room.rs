@@ -2,8 +2,9 @@
 //! `SECKILL.JOIN`, of a `SECKILL.TRY` refused for not being admitted (-6), and of a purchase
 //! on a sale without `QUEUE` beside one with it (an admitted buyer), each from
 //! `redis-benchmark -P 16` on one server; and the memory of a waiting user at a million
-//! joiners (used_memory before and after). Rounds interleaved, the median shown. Writes
-//! bench/results/room.md.
+//! joiners (used_memory before and after); then (#50) `SECKILL.POSITION` beside `POSITION ...
+//! WITHETA` with a million waiting, and the memory of a joined user with PRESENCE when half of
+//! them left. Rounds interleaved, the median shown. Writes bench/results/room.md.
 
 use seckill_harness::{Server, used_memory};
 use std::fmt::Write as _;
@@ -112,6 +113,58 @@ fn main() {
         let _: () = pipe.query(&mut con).unwrap();
     }
     let per_user = (used_memory(&mut con) - before) as f64 / JOINERS as f64;
+    // POSITION and POSITION WITHETA with the million waiting, on existing users in a random
+    // order, piped from here; interleaved.
+    let (mut position, mut witheta) = (vec![], vec![]);
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for _ in 0..ROUNDS {
+        for (flag, into) in [(false, &mut position), (true, &mut witheta)] {
+            let _: () = redis::cmd("CONFIG")
+                .arg("RESETSTAT")
+                .query(&mut con)
+                .unwrap();
+            for _ in 0..(REQUESTS / 10_000) {
+                let mut pipe = redis::pipe();
+                for _ in 0..10_000 {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let user = format!("user:{:08}", x % JOINERS as u64);
+                    let call = pipe.cmd("SECKILL.POSITION").arg("mem").arg(user);
+                    if flag {
+                        call.arg("WITHETA");
+                    }
+                    call.ignore();
+                }
+                let _: () = pipe.query(&mut con).unwrap();
+            }
+            into.push(usec_per_call(&server, "seckill.position"));
+        }
+    }
+    let (position, witheta) = (median(position), median(witheta));
+    // PRESENCE: a million joiners, then half of them leave (the leavers' places are counted).
+    let before = used_memory(&mut con);
+    init(&server, &["pres", "10", "QUEUE", "PRESENCE", "600000"]);
+    let mut with_presence = Vec::new();
+    for leaving in [false, true] {
+        for chunk in 0..(JOINERS / 10_000) {
+            let mut pipe = redis::pipe();
+            for n in (0..10_000).filter(|n| !leaving || n % 2 == 0) {
+                let command = if leaving {
+                    "SECKILL.LEAVE"
+                } else {
+                    "SECKILL.JOIN"
+                };
+                pipe.cmd(command)
+                    .arg("pres")
+                    .arg(format!("user:{:08}", chunk * 10_000 + n))
+                    .ignore();
+            }
+            let _: () = pipe.query(&mut con).unwrap();
+        }
+        with_presence.push((used_memory(&mut con) - before) as f64 / JOINERS as f64);
+    }
+    let (waiting, half_left) = (with_presence[0], with_presence[1]);
     let mut md = String::new();
     writeln!(
         md,
@@ -124,11 +177,20 @@ fn main() {
          | SECKILL.TRY not admitted (-6) | {:.2} |\n\
          | SECKILL.TRY, sale without QUEUE (new buyers) | {:.2} |\n\
          | SECKILL.TRY, admitted buyer, sale with QUEUE | {:.2} |\n\n\
-         Memory per waiting user at {JOINERS} joiners: **{per_user:.1} bytes**.",
+         Memory per waiting user at {JOINERS} joiners: **{per_user:.1} bytes**.\n\n\
+         ## Leave, presence, ETA (#50)\n\n\
+         With the {JOINERS} waiting, {REQUESTS} calls on existing users in a random order, piped \
+         (server time per call): `SECKILL.POSITION` **{position:.2} us**, `SECKILL.POSITION ... \
+         WITHETA` **{witheta:.2} us** ({ratio:.2}x; goal at most 1.2x).\n\n\
+         With `PRESENCE` (each place's last join), by used_memory: **{waiting:.1} bytes per \
+         waiting user** at {JOINERS} joiners (goal at most 48); once half of them left by \
+         `SECKILL.LEAVE` (the leavers' places then counted in a Fenwick tree, 4 bytes a place), \
+         {half_left:.1} bytes per user who joined.\n",
         median(join),
         median(refused),
         median(plain),
-        median(admitted)
+        median(admitted),
+        ratio = witheta / position,
     )
     .unwrap();
     print!("{md}");

@@ -87,7 +87,7 @@ def test_wait_for_turn_follows_the_event_stream_not_the_server(server):
     seen: "queue.Queue[int]" = queue.Queue()
 
     def wait() -> None:
-        for place in sale.wait_for_turn("f", resync_ms=60_000):
+        for place in sale.wait_for_turn("f", resync_ms=60_000, update_ms=10):
             seen.put(place)
 
     before = _position_calls(client)
@@ -108,13 +108,17 @@ def test_wait_for_turn_follows_the_event_stream_not_the_server(server):
     out = sold.wait_for_turn("second", resync_ms=60_000)
     assert next(out) == 2
     assert sold.admit(1) == 1 and sold.try_buy("first") == 0
-    assert list(out) == [SOLD_OUT]
+    rest = list(out)
+    # It may see itself move to 1 (first admitted) before the sell-out.
+    assert rest[-1] == SOLD_OUT and rest[:-1] in ([], [1]), repr(rest)
 
     plain = seckill.Sale.create(client, "room:no-events", SaleSpec(stock=1, queue=True), replace=True)
     with pytest.raises(InvalidArgumentError):
         next(plain.wait_for_turn("u"))
     with pytest.raises(InvalidArgumentError):
         sale.wait_for_turn("u", resync_ms=0)
+    with pytest.raises(InvalidArgumentError):
+        sale.wait_for_turn("u", update_ms=0)
 
 
 def test_wait_for_turn_async_many_waiters_at_a_rate(server):
@@ -131,17 +135,18 @@ def test_wait_for_turn_async_many_waiters_at_a_rate(server):
         before = _position_calls(sync_client)
 
         async def wait(user: str) -> list:
-            return [place async for place in sale.wait_for_turn(user, resync_ms=60_000)]
+            return [place async for place in sale.wait_for_turn(user, resync_ms=60_000, update_ms=10)]
 
         histories = await asyncio.gather(*(wait(f"u{n}") for n in range(40)))
-        for history in histories:
-            assert history[-1] == 0, history
-            after_start = history[1:]
-            assert after_start == sorted(after_start, reverse=True), history
-            assert len(set(after_start)) == len(after_start), history
+        for places in histories:
+            # Before START a page shows how many wait (not drawn); places only go down after.
+            history = [int(p) for p in places if p.drawn]
+            assert history[-1] == 0, places
+            assert history == sorted(history, reverse=True), places
+            assert len(set(history)) == len(history), places
         asked = _position_calls(sync_client) - before
         assert asked <= 2 * 40, asked
-        assert sorted(len(h) for h in histories)[-1] > 3, "some waiters saw their place go down"
+        assert max(len([p for p in h if p.drawn]) for h in histories) > 3, "some waiters saw their place go down"
         await client.aclose()
 
     asyncio.run(main())

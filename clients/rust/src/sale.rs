@@ -167,7 +167,8 @@ impl Sale {
     /// sale made with events; [`Error::InvalidArgument`] otherwise), read for every waiter of
     /// this handle by one of them at a time (a non-blocking `XREAD` every 50 ms): a waiter
     /// costs memory, not a read (see docs/waiting-room.md). With PRESENCE the waiters join
-    /// again at a third of it; the server is asked where everyone stands every `resync_ms`.
+    /// again at a third of it; the server is asked where everyone stands after `resync_ms`
+    /// without an entry (and before START every `resync_ms`).
     /// Dropped before its turn, the iterator leaves the room: the place goes to the next. An
     /// error ends it.
     pub fn wait_for_turn<'a, C: ConnectionLike>(

@@ -3,6 +3,7 @@
 //! the head and a user are subtracted. A Fenwick tree counts them in O(log n) per leave and
 //! per position, at 4 bytes per place, made only once somebody leaves.
 
+use super::table::grow_gently;
 use crate::logic::buyers::allocated;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -26,6 +27,7 @@ impl Gaps {
         let i = places + 1;
         // Node i covers (i - lowbit(i), i]; place i itself is no gap.
         let covered = self.before(places) - self.before(i - lowbit(i));
+        grow_gently(&mut self.tree, 1);
         self.tree.push(covered as u32);
     }
 

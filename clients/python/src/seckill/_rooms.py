@@ -23,6 +23,11 @@ from .info import User
 FIRST_BACKOFF_S = 0.05
 MAX_BACKOFF_S = 1.0
 
+#: Waiters are woken for a move of their place (everyone moves up at each admission) at most
+#: this often by default (``update_ms``); their turn, a sell-out or the server's answer wakes
+#: them at once. A waiting page then costs a wake every few seconds, not one per admission.
+DEFAULT_UPDATE_MS = 3_000
+
 #: An operation the reader runs after each resync while waiters remain (a partitioned sale
 #: borrows units for a drained partition's room); None: nothing.
 OnResync = Optional[Callable[[], Operation[None]]]
@@ -31,26 +36,45 @@ OnResync = Optional[Callable[[], Operation[None]]]
 class Schedule:
     """When the reader must ask the server, and join its waiters again: pure, both drivers'."""
 
-    def __init__(self, resync_ms: int, presence_ms: Optional[int]) -> None:
+    def __init__(self, resync_ms: int, update_ms: int, presence_ms: Optional[int]) -> None:
         self.resync_ms = resync_ms
+        self.update_ms = update_ms
         self.rejoin_s = None if presence_ms is None else presence_ms / 3000
         now = time.monotonic()
-        self.last_rejoin = self.last_ask = now
+        self.last_rejoin = self.last_ask = self.last_notice = self.last_entry = now
 
     def block_ms(self) -> int:
-        """How long the next read may block: until the next ask or rejoin is due."""
+        """How long the next read may block: until the next ask or rejoin may be due."""
         now = time.monotonic()
         due = self.last_ask + self.resync_ms / 1000
         if self.rejoin_s is not None:
             due = min(due, self.last_rejoin + self.rejoin_s)
         return max(1, int((due - now) * 1000))
 
-    def ask_due(self) -> bool:
-        """Every ``resync_ms`` the server is asked anyway: ETAs and cohort sizes move with no
-        entry to say so, and entries trimmed away are caught up."""
-        if time.monotonic() < self.last_ask + self.resync_ms / 1000:
+    def ask_due(self, events: int, drawn: bool) -> bool:
+        """Whether the server is to be asked after a read of ``events`` entries: after
+        ``resync_ms`` without an entry (entries trimmed away are caught up, and a pace's ETA
+        moves), and before START every ``resync_ms`` (the cohort grows with no entry to say
+        so). While entries flow they tell every move."""
+        now = time.monotonic()
+        if events:
+            self.last_entry = now
+        if now < self.last_ask + self.resync_ms / 1000:
             return False
-        self.last_ask = time.monotonic()
+        if drawn and now < self.last_entry + self.resync_ms / 1000:
+            return False
+        self.last_ask = now
+        return True
+
+    def tighten(self, resync_ms: int, update_ms: int) -> None:
+        """A waiter that asks for more: the reader serves the most demanding."""
+        self.resync_ms = min(self.resync_ms, resync_ms)
+        self.update_ms = min(self.update_ms, update_ms)
+
+    def notice_due(self) -> bool:
+        if time.monotonic() < self.last_notice + self.update_ms / 1000:
+            return False
+        self.last_notice = time.monotonic()
         return True
 
     def rejoin_due(self) -> bool:
@@ -61,21 +85,31 @@ class Schedule:
 
 
 def cycle(follower: Follower, schedule: Schedule, failed: bool, on_resync: OnResync,
-          ) -> Operation[List[Waiter]]:
-    """One turn of a reader's loop: the waiters whose turn came."""
+          ) -> Operation[Tuple[List[Waiter], bool]]:
+    """One turn of a reader's loop: the waiters to wake, and whether that is every one."""
+    asked = failed
     if failed:
         for waiter in follower.asking():
             waiter.ask = True
         yield from _waiting.ask(follower, follower.asking())
     events = yield from _waiting.read(follower, schedule.block_ms())
     turned, must_ask = follower.read(events)
-    if must_ask or schedule.ask_due() or any(w.ask for w in follower.asking()):
+    if schedule.ask_due(len(events), follower.drawn) or must_ask or any(w.ask for w in follower.asking()):
+        asked = True
         yield from _waiting.ask(follower, follower.asking())
         if on_resync is not None and follower.asking():
             yield from on_resync()
     if schedule.rejoin_due():
         yield from _waiting.rejoin(follower, follower.asking())
-    return turned
+    everyone = asked or (follower.moved and schedule.notice_due())
+    if everyone:
+        follower.moved = False
+    return turned, everyone
+
+
+def woken(follower: Follower, turned: List[Waiter], everyone: bool) -> List[Waiter]:
+    """The waiters a cycle wakes."""
+    return list(follower.waiters.values()) if everyone else turned
 
 
 def drive_locked(operation: Operation[Any], client: Any, lock: Any) -> Any:
@@ -99,12 +133,12 @@ def drive_locked(operation: Operation[Any], client: Any, lock: Any) -> Any:
 class Reader:
     """One client's reader of one sale key's room, on a thread of its own."""
 
-    def __init__(self, client: Any, key: str, resync_ms: int, on_resync: OnResync) -> None:
+    def __init__(self, client: Any, key: str, resync_ms: int, update_ms: int, on_resync: OnResync) -> None:
         self.client = client
         self.key = key
         self.on_resync = on_resync
         self.follower = run(_waiting.open_follower(key), client)
-        self.schedule = Schedule(resync_ms, self.follower.presence_ms)
+        self.schedule = Schedule(resync_ms, update_ms, self.follower.presence_ms)
         self.cond = threading.Condition()
         self.stopped = False
         self._thread = threading.Thread(target=self._loop, name=f"seckill-room-{key}", daemon=True)
@@ -118,14 +152,16 @@ class Reader:
                     _readers_of(self.client).pop(self.key, None)
                     return
             try:
-                drive_locked(cycle(self.follower, self.schedule, failed, self.on_resync), self.client, self.cond)
+                turned, everyone = drive_locked(
+                    cycle(self.follower, self.schedule, failed, self.on_resync), self.client, self.cond)
                 failed, backoff = False, FIRST_BACKOFF_S
             except Exception:  # noqa: BLE001 - a node down or failing over: the waiters wait on
-                failed = True
+                failed, turned, everyone = True, [], False
                 time.sleep(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
             with self.cond:
-                self.cond.notify_all()
+                for waiter in woken(self.follower, turned, everyone):
+                    waiter.wake.set()
 
 
 _registry = threading.Lock()
@@ -139,7 +175,8 @@ def _readers_of(client: Any) -> Dict[str, Reader]:
     return found
 
 
-def reader_for(client: Any, key: str, user: User, resync_ms: int, on_resync: OnResync) -> Tuple[Reader, Waiter]:
+def reader_for(client: Any, key: str, user: User, resync_ms: int, update_ms: int,
+               on_resync: OnResync) -> Tuple[Reader, Waiter]:
     """The client's reader of ``key`` (started if none runs), with ``user`` added to it."""
     made: Optional[Reader] = None
     while True:
@@ -149,24 +186,32 @@ def reader_for(client: Any, key: str, user: User, resync_ms: int, on_resync: OnR
             if reader is None and made is not None:
                 readers[key] = reader = made
                 with reader.cond:
-                    waiter = reader.follower.add(user)
+                    waiter = _added(reader.follower, user)
                 reader._thread.start()
                 return reader, waiter
             if reader is not None:
                 with reader.cond:
-                    reader.schedule.resync_ms = min(reader.schedule.resync_ms, resync_ms)
-                    return reader, reader.follower.add(user)
-        made = Reader(client, key, resync_ms, on_resync)
+                    reader.schedule.tighten(resync_ms, update_ms)
+                    return reader, _added(reader.follower, user)
+        made = Reader(client, key, resync_ms, update_ms, on_resync)
+
+
+def _added(follower: Follower, user: User) -> Waiter:
+    waiter = follower.add(user)
+    if waiter.wake is None:
+        waiter.wake = threading.Event()
+    return waiter
 
 
 #: A waiter looks at its reader again at least this often, whatever it was told.
 WAKE_S = 1.0
 
 
-def wait_for_turn(client: Any, key: str, user: User, resync_ms: int, on_resync: OnResync) -> Iterator[Place]:
+def wait_for_turn(client: Any, key: str, user: User, resync_ms: int, update_ms: int,
+                  on_resync: OnResync) -> Iterator[Place]:
     """The places of ``user``, each time its number changes, ending with 0 or SOLD_OUT; leaves
     the room when the consumer stops first."""
-    reader, waiter = reader_for(client, key, user, resync_ms, on_resync)
+    reader, waiter = reader_for(client, key, user, resync_ms, update_ms, on_resync)
     follower = reader.follower
     done = False
     try:
@@ -175,8 +220,10 @@ def wait_for_turn(client: Any, key: str, user: User, resync_ms: int, on_resync: 
         while True:
             with reader.cond:
                 place = follower.current(waiter)
-                while shown is not None and int(place) == shown:
-                    reader.cond.wait(WAKE_S)
+            while shown is not None and int(place) == shown:
+                waiter.wake.wait(WAKE_S)
+                waiter.wake.clear()
+                with reader.cond:
                     place = follower.current(waiter)
             shown = int(place)
             done = place <= 0

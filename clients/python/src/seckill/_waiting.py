@@ -82,6 +82,8 @@ class Waiter:
     ask: bool = False
     #: The pages (``wait_for_turn`` calls) waiting for this user.
     pages: int = 0
+    #: What wakes its pages (a ``threading.Event`` or an ``asyncio.Event``: the driver's).
+    wake: Any = None
 
     @property
     def done(self) -> bool:
@@ -253,7 +255,8 @@ def open_follower(key: str) -> Operation[Follower]:
     last_id = as_text(last[0][0]) if last else "0-0"
     # START passed: the master's timer drew the places then (or does within its ms).
     drawn = start is None or int(seconds) * 1000 + int(micros) // 1000 >= int(start)
-    return Follower(key, stream, last_id, None if presence is None else int(presence), drawn)
+    # INFO's queue_presence: the ms, or 0 (or nil) for none.
+    return Follower(key, stream, last_id, int(presence) or None if presence is not None else None, drawn)
 
 
 def _snapshot(replies: List[Any]) -> Tuple[List[Any], str]:

@@ -18,6 +18,7 @@ from ._node import nodes_of
 from ._tracking import MOVED, STALLED_READING_S, SoldOutCache, cache_of, route
 from ._turns import BuyerTurns
 from . import _rooms, _waiting
+from ._rooms import DEFAULT_UPDATE_MS
 from ._waiting import DEFAULT_RESYNC_MS, Place
 from .info import Buyer, ClientStats, SaleEvent, SaleInfo, User
 from .protocol import SOLD_OUT
@@ -260,7 +261,8 @@ class FlashSale(SaleOps):
         place: Optional[int] = self._run(self._position_op(user))
         return place
 
-    def wait_for_turn(self, user: User, *, resync_ms: int = DEFAULT_RESYNC_MS) -> Iterator[Place]:
+    def wait_for_turn(self, user: User, *, resync_ms: int = DEFAULT_RESYNC_MS,
+                      update_ms: int = DEFAULT_UPDATE_MS) -> Iterator[Place]:
         """Joins ``user`` to the waiting room and yields its ``Place`` (an int, as ``join``
         replies it, with ``eta_ms`` and ``drawn``) each time its number changes, ending with 0
         (its turn: buy within the window) or SOLD_OUT. Before START the number is how many
@@ -270,11 +272,17 @@ class FlashSale(SaleOps):
         waiter costs memory, not a read or a connection (see docs/waiting-room.md). With
         PRESENCE the reader joins its waiters again at a third of it. Stopping the iteration
         before the turn (``close()``, a closed page) leaves the room: the place goes to the
-        next. The server is asked after ``resync_ms`` without an entry. Arguments are checked
-        here, before the first place is asked for."""
+        next. Its turn, a sell-out and the server's answers come at once; a move of its number
+        (everyone moves up at each admission) at most every ``update_ms`` (default 3 000: a
+        waiting page then costs a wake every few seconds, not one per admission). The server
+        is asked where everyone stands after ``resync_ms`` without an entry (and before START
+        every ``resync_ms``: the cohort grows with no entry to say so). Arguments are checked here, before
+        the first place is asked for."""
         self._check(user)
         integer("resync_ms", resync_ms, 1)
-        return _rooms.wait_for_turn(self.client, self._room_key(user), user, resync_ms, self._on_resync(user))
+        integer("update_ms", update_ms, 1)
+        return _rooms.wait_for_turn(self.client, self._room_key(user), user, resync_ms, update_ms,
+                                    self._on_resync(user))
 
     def leave(self, user: User) -> bool:
         """Takes ``user`` out of the waiting room (SECKILL.LEAVE): its place, or the unit

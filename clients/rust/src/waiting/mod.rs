@@ -9,7 +9,8 @@
 //! ([`follower::Follower`]) and wakes them all; a page whose place changed yields it. The
 //! server is asked (`SECKILL.POSITION ... WITHETA` for every waiter, in one MULTI per batch with
 //! the stream's last ID) when the entries cannot say: the cohort's draw at START, a possible
-//! sell-out, a waiter dropped or not in the room, and every `resync_ms`. With PRESENCE the
+//! sell-out, a waiter dropped or not in the room, `resync_ms` without an entry, and before
+//! START every `resync_ms`. With PRESENCE the
 //! waiters join again at a third of it. A page dropped before its turn leaves the room.
 
 mod follower;
@@ -27,8 +28,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 pub(crate) use wake::Wake;
 
-/// How often the server is asked anyway: ETAs and cohort sizes move with no entry to say so,
-/// and entries trimmed away are caught up.
+/// How long without an entry before the server is asked anyway (entries trimmed away are
+/// caught up), and how often before START (the cohort grows with no entry to say so).
 pub const DEFAULT_RESYNC_MS: u64 = 5_000;
 /// Entries read at most per read.
 const READ_COUNT: usize = 1_000;
@@ -61,6 +62,7 @@ struct State {
     reader: Option<u64>,
     next_read: Instant,
     last_ask: Instant,
+    last_entry: Instant,
     last_rejoin: Instant,
     resync: Duration,
     /// The last read failed: the server is asked where everyone stands once it answers.
@@ -253,7 +255,13 @@ impl<'a> Room<'a> {
         let (must_ask, rejoin, anyone) = {
             let mut state = shared.state();
             let (_, must_ask) = state.follower.read(&events);
-            let due = now >= state.last_ask + state.resync;
+            if !events.is_empty() {
+                state.last_entry = now;
+            }
+            // After `resync` without an entry, and before START every `resync` (the cohort
+            // grows with no entry to say so); while entries flow they tell every move.
+            let due = now >= state.last_ask + state.resync
+                && (!state.follower.drawn || now >= state.last_entry + state.resync);
             let rejoin = state
                 .follower
                 .presence_ms
@@ -344,6 +352,7 @@ async fn open<L: Link>(link: &mut L, sale_key: &str, resync: Duration) -> Result
             reader: None,
             next_read: now,
             last_ask: now,
+            last_entry: now,
             last_rejoin: now,
             resync,
             failed: false,

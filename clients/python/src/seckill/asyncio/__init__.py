@@ -25,6 +25,7 @@ from .._node import CLUSTER_CLIENT_SLIPS, READ_ONLY, NodeCall, lost_node, slippe
 from .._tracking import MOVED, STALLED_READING_S
 from ._node import nodes_of
 from .._turns import AsyncBuyerTurns
+from .._rooms import DEFAULT_UPDATE_MS
 from .._waiting import DEFAULT_RESYNC_MS, Place
 from . import _rooms
 from .._args import check_attempt_id, integer
@@ -179,12 +180,15 @@ class FlashSale(SaleOps):
         place: Optional[int] = await self._run(self._position_op(user))
         return place
 
-    def wait_for_turn(self, user: User, *, resync_ms: int = DEFAULT_RESYNC_MS) -> AsyncIterator[Place]:
+    def wait_for_turn(self, user: User, *, resync_ms: int = DEFAULT_RESYNC_MS,
+                      update_ms: int = DEFAULT_UPDATE_MS) -> AsyncIterator[Place]:
         """See ``seckill.FlashSale.wait_for_turn``: an async iterator here (``async for``), one
         reader task per client and sale key shared by every waiter of the event loop."""
         self._check(user)
         integer("resync_ms", resync_ms, 1)
-        return _rooms.wait_for_turn(self.client, self._room_key(user), user, resync_ms, self._on_resync(user))
+        integer("update_ms", update_ms, 1)
+        return _rooms.wait_for_turn(self.client, self._room_key(user), user, resync_ms, update_ms,
+                                    self._on_resync(user))
 
     async def leave(self, user: User) -> bool:
         """See ``seckill.FlashSale.leave``."""

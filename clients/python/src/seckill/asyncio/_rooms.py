@@ -8,7 +8,7 @@ import asyncio
 from typing import Any, AsyncIterator, Dict, Optional, Tuple
 
 from .. import _waiting
-from .._rooms import FIRST_BACKOFF_S, MAX_BACKOFF_S, WAKE_S, OnResync, Schedule, cycle
+from .._rooms import FIRST_BACKOFF_S, MAX_BACKOFF_S, OnResync, Schedule, cycle, woken
 from .._waiting import Place, Waiter
 from ..info import User
 
@@ -18,14 +18,13 @@ __all__ = ["wait_for_turn"]
 class Reader:
     """One client's reader of one sale key's room, on a task of its own."""
 
-    def __init__(self, client: Any, key: str, follower: _waiting.Follower, resync_ms: int,
+    def __init__(self, client: Any, key: str, follower: _waiting.Follower, resync_ms: int, update_ms: int,
                  on_resync: OnResync) -> None:
         self.client = client
         self.key = key
         self.on_resync = on_resync
         self.follower = follower
-        self.schedule = Schedule(resync_ms, follower.presence_ms)
-        self.changed = asyncio.Event()
+        self.schedule = Schedule(resync_ms, update_ms, follower.presence_ms)
         self.task: Optional["asyncio.Task[None]"] = None
 
     async def loop(self) -> None:
@@ -34,15 +33,15 @@ class Reader:
         failed, backoff = False, FIRST_BACKOFF_S
         while self.follower.waiters:
             try:
-                await run(cycle(self.follower, self.schedule, failed, self.on_resync), self.client)
+                turned, everyone = await run(cycle(self.follower, self.schedule, failed, self.on_resync),
+                                             self.client)
                 failed, backoff = False, FIRST_BACKOFF_S
             except Exception:  # noqa: BLE001 - a node down or failing over: the waiters wait on
-                failed = True
+                failed, turned, everyone = True, [], False
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
-            # One wake for every waiter per batch: each looks at its own place.
-            self.changed.set()
-            self.changed = asyncio.Event()
+            for waiter in woken(self.follower, turned, everyone):
+                waiter.wake.set()
         _readers_of(self.client).pop(self.key, None)
 
 
@@ -54,18 +53,26 @@ def _readers_of(client: Any) -> Dict[str, Reader]:
     return found
 
 
+def _added(follower: _waiting.Follower, user: User) -> Waiter:
+    waiter = follower.add(user)
+    if waiter.wake is None:
+        waiter.wake = asyncio.Event()
+    return waiter
+
+
 _opening: Dict[Tuple[int, str], "asyncio.Future[Reader]"] = {}
 
 
-async def reader_for(client: Any, key: str, user: User, resync_ms: int, on_resync: OnResync) -> Tuple[Reader, Waiter]:
+async def reader_for(client: Any, key: str, user: User, resync_ms: int, update_ms: int,
+                     on_resync: OnResync) -> Tuple[Reader, Waiter]:
     """The client's reader of ``key`` (started if none runs), with ``user`` added to it."""
     from . import run
 
     while True:
         reader = _readers_of(client).get(key)
         if reader is not None and reader.task is not None and not reader.task.done():
-            reader.schedule.resync_ms = min(reader.schedule.resync_ms, resync_ms)
-            return reader, reader.follower.add(user)
+            reader.schedule.tighten(resync_ms, update_ms)
+            return reader, _added(reader.follower, user)
         opening = _opening.get((id(client), key))
         if opening is not None:
             await asyncio.shield(opening)
@@ -74,8 +81,8 @@ async def reader_for(client: Any, key: str, user: User, resync_ms: int, on_resyn
         _opening[(id(client), key)] = future
         try:
             follower = await run(_waiting.open_follower(key), client)
-            reader = Reader(client, key, follower, resync_ms, on_resync)
-            waiter = follower.add(user)
+            reader = Reader(client, key, follower, resync_ms, update_ms, on_resync)
+            waiter = _added(follower, user)
             _readers_of(client)[key] = reader
             reader.task = asyncio.get_running_loop().create_task(reader.loop(), name=f"seckill-room-{key}")
             future.set_result(reader)
@@ -88,12 +95,12 @@ async def reader_for(client: Any, key: str, user: User, resync_ms: int, on_resyn
             del _opening[(id(client), key)]
 
 
-async def wait_for_turn(client: Any, key: str, user: User, resync_ms: int,
+async def wait_for_turn(client: Any, key: str, user: User, resync_ms: int, update_ms: int,
                         on_resync: OnResync) -> AsyncIterator[Place]:
     """``seckill._rooms.wait_for_turn`` on the event loop: ``async for``."""
     from . import run
 
-    reader, waiter = await reader_for(client, key, user, resync_ms, on_resync)
+    reader, waiter = await reader_for(client, key, user, resync_ms, update_ms, on_resync)
     follower = reader.follower
     done = False
     try:
@@ -102,11 +109,11 @@ async def wait_for_turn(client: Any, key: str, user: User, resync_ms: int,
         while True:
             place = follower.current(waiter)
             while shown is not None and int(place) == shown:
-                changed = reader.changed
-                try:
-                    await asyncio.wait_for(changed.wait(), WAKE_S)
-                except asyncio.TimeoutError:
-                    pass
+                # No timeout needed: on one event loop no wake is lost between the look and the
+                # wait, and the reader wakes everyone at least at each resync (a timer per wait
+                # would cost more than the wait itself).
+                await waiter.wake.wait()
+                waiter.wake.clear()
                 place = follower.current(waiter)
             shown = int(place)
             done = place <= 0

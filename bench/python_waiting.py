@@ -1,0 +1,131 @@
+"""`make bench`'s "Waiting for a turn" (#50), run by examples/bench_waiting.rs: N waiters in one
+asyncio process through a whole sale (stock N/5, START 3 s ahead, ADMIT N/200 PER 1000, WINDOW
+60 s: 40 s of admissions), by `wait_for_turn` (one reader per process) and by a page that polls
+`join` every second (the baseline): the process's CPU and the bytes Redis sent it while the
+pages wait (from the last JOIN to the sell-out), each per waiter per minute of waiting; the
+event loop's longest lag (a 50 ms ticker, itself cheap); and the time from a user's admission (its `admit`
+entry's ID: the server's clock, on the same machine) to the moment its page learned it, p50 and
+p99. Prints a markdown table. Usage: python python_waiting.py port N [N ...]"""
+
+import asyncio
+import statistics
+import sys
+import time
+from typing import Dict, List, Tuple
+
+import redis
+import redis.asyncio
+
+import seckill
+import seckill.asyncio
+from seckill import SOLD_OUT, SaleSpec
+
+PORT = int(sys.argv[1])
+SIZES = [int(n) for n in sys.argv[2:]] or [1_000]
+
+
+def sent(admin: redis.Redis) -> int:
+    return int(admin.info("stats")["total_net_output_bytes"])
+
+
+def admitted_at(admin: redis.Redis, stream: str) -> Dict[str, float]:
+    at: Dict[str, float] = {}
+    for entry_id, fields in admin.xrange(stream):
+        if fields.get(b"event") == b"admit":
+            at[fields[b"user"].decode()] = int(entry_id.split(b"-")[0]) / 1000
+    return at
+
+
+async def one_sale(n: int, way: str) -> Tuple[float, float, float, float, float, float]:
+    admin = redis.Redis(port=PORT)
+    # The polling pages hold a connection each while they call (a small pool fails them).
+    client = redis.asyncio.Redis(port=PORT, max_connections=64 if way == "wait_for_turn" else 100_000)
+    seconds, micros = admin.time()
+    start_ms = int(seconds) * 1000 + int(micros) // 1000 + 3_000
+    spec = SaleSpec(stock=n // 5, start_ms=start_ms, queue=True, admit_rate=(max(n // 200, 1), 1_000),
+                    window_ms=60_000, events=True)
+    key = f"bench:wait:{way}:{n}"
+    sale = await seckill.asyncio.Sale.create(client, key, spec, replace=True)
+    noticed: Dict[str, float] = {}
+    lag = [0.0]
+    done = asyncio.Event()
+    joined: List[float] = []
+    waiting_s: List[float] = []
+
+    async def ticker() -> None:
+        while not done.is_set():
+            before = time.monotonic()
+            await asyncio.sleep(0.05)
+            lag[0] = max(lag[0], time.monotonic() - before - 0.05)
+
+    def ended(user: str, since: float, place: int) -> None:
+        waiting_s.append(time.monotonic() - since)
+        if place == 0:
+            noticed[user] = time.time()
+
+    async def streamed(user: str) -> None:
+        since = 0.0
+        async for place in sale.wait_for_turn(user):
+            if not since:
+                since = time.monotonic()
+                joined.append(since)
+            if place == 0 or place == SOLD_OUT:
+                ended(user, since, place)
+                if place == 0:
+                    await sale.try_buy(user)
+                return
+
+    async def polling(user: str) -> None:
+        since = 0.0
+        while True:
+            place = await sale.join(user)
+            if not since:
+                since = time.monotonic()
+                joined.append(since)
+            if place == 0 or place == SOLD_OUT:
+                ended(user, since, place)
+                if place == 0:
+                    await sale.try_buy(user)
+                return
+            await asyncio.sleep(1.0)
+
+    async def measure() -> Tuple[int, float]:
+        # From the last JOIN on: what waiting costs.
+        while len(joined) < n:
+            await asyncio.sleep(0.005)
+        return sent(admin), time.process_time()
+
+    page = streamed if way == "wait_for_turn" else polling
+    started = time.monotonic()
+    tick = asyncio.get_running_loop().create_task(ticker())
+    measuring = asyncio.get_running_loop().create_task(measure())
+    await asyncio.gather(*(page(f"u{i}") for i in range(n)))
+    cpu, bytes_ = time.process_time(), sent(admin)
+    bytes_before, cpu_before = await measuring
+    done.set()
+    await tick
+    # Waiter-minutes from the last JOIN on: each page's wait, less what it waited before it.
+    last_join = max(joined)
+    waiter_minutes = sum(max(w - (last_join - j), 0.0) for w, j in zip(sorted(waiting_s), sorted(joined))) / 60
+    waiter_minutes = max(waiter_minutes, 1e-9)
+    at = admitted_at(admin, "{%s}:events" % key)
+    delays = sorted((noticed[u] - at[u]) * 1000 for u in noticed if u in at)
+    await client.aclose()
+    p99 = delays[max(int(len(delays) * 0.99) - 1, 0)] if delays else 0.0
+    return ((bytes_ - bytes_before) / waiter_minutes / 1000, (cpu - cpu_before) / waiter_minutes * 1000,
+            lag[0] * 1000, statistics.median(delays) if delays else 0.0, p99, time.monotonic() - started)
+
+
+def main() -> None:
+    print("| waiters | way | KB per waiter-minute | CPU ms per waiter-minute | loop lag max ms "
+          "| notice p50 ms | notice p99 ms | sale s |")
+    print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for n in SIZES:
+        for way in ("wait_for_turn", "polling join each second"):
+            row = asyncio.run(one_sale(n, way))
+            print(f"| {n} | {way} | " + " | ".join(f"{v:.2f}" for v in row[:5]) + f" | {row[5]:.1f} |",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
