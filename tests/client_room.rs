@@ -10,6 +10,7 @@ fn room(window_ms: Option<u64>) -> QueueSpec {
     QueueSpec {
         admit_rate: None,
         window_ms,
+        presence_ms: None,
     }
 }
 
@@ -126,6 +127,7 @@ fn a_sale_without_a_room_and_bad_room_settings_are_typed() {
         QueueSpec {
             admit_rate: Some((0, 10)),
             window_ms: None,
+            presence_ms: None,
         },
     ] {
         assert!(matches!(
@@ -149,6 +151,7 @@ fn a_partitioned_sale_has_a_room_per_partition_at_its_share_of_the_rate() {
     let queue = QueueSpec {
         admit_rate: Some((4, 100)),
         window_ms: Some(60_000),
+        presence_ms: None,
     };
     let spec = SaleSpec::new(8, 4).queue(queue).events(None);
     let sale =
@@ -351,6 +354,7 @@ fn wait_for_turn_async_many_waiters_at_a_rate() {
         let queue = QueueSpec {
             admit_rate: Some((4, 50)),
             window_ms: None,
+            presence_ms: None,
         };
         let spec = SaleSpec::new(100, 1)
             .window(Some(now_ms + 1_000), None)
@@ -398,4 +402,34 @@ fn wait_for_turn_async_many_waiters_at_a_rate() {
         assert!(asked <= 2 * 40, "{asked} POSITION calls");
         assert!(longest > 3, "some waiters saw their place go down");
     });
+}
+
+#[test]
+fn presence_is_set_at_init_and_kept_by_a_partitioned_sales_manifest() {
+    let server = Server::start();
+    let mut con = server.con();
+    let queue = QueueSpec {
+        admit_rate: None,
+        window_ms: None,
+        presence_ms: Some(900),
+    };
+    let spec = SaleSpec::new(4, 2).queue(queue);
+    let sale = PartitionedSale::replace(&mut con, "room:presence", &spec).unwrap();
+    let reopened = PartitionedSale::open(&mut con, "room:presence").unwrap();
+    assert_eq!(reopened.spec(), sale.spec());
+    assert_eq!(reopened.spec().queue.unwrap().presence_ms, Some(900));
+    let presence = seckill_harness::field(
+        &mut con,
+        &["SECKILL.INFO", &sale.partition_keys()[0]],
+        "queue_presence",
+    );
+    assert_eq!(presence, 900);
+    let bad = SaleSpec::new(4, 1).queue(QueueSpec {
+        presence_ms: Some(0),
+        ..queue
+    });
+    assert!(matches!(
+        Sale::replace(&mut con, "room:bad-presence", &bad),
+        Err(Error::InvalidArgument(_))
+    ));
 }

@@ -24,6 +24,7 @@ fn spec(con: &mut redis::Connection) -> SaleSpec {
         .queue(QueueSpec {
             admit_rate: Some((50, 1_000)),
             window_ms: Some(4_000),
+            presence_ms: None,
         })
         .events(None)
 }

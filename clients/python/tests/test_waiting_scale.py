@@ -135,3 +135,37 @@ def test_a_page_that_stops_before_its_turn_leaves_the_room(server):
         await client.aclose()
 
     asyncio.run(main())
+
+
+def test_a_waiting_page_keeps_its_place_with_presence_and_an_absent_user_is_dropped(server):
+    """PRESENCE 600 ms: the page waiting with ``wait_for_turn`` is joined again by its reader
+    (at a third of it); a user who joined once and went away is dropped in its turn, and the
+    admission goes to the page. The spec keeps the setting, through a partitioned manifest too."""
+    async def main() -> None:
+        client = redis.asyncio.Redis(port=server, protocol=PROTOCOL)
+        spec = SaleSpec(stock=5, queue=True, events=True, presence_ms=600)
+        sale = await seckill.asyncio.Sale.create(client, "scale:presence", spec, replace=True)
+        sync_client = redis.Redis(port=server, protocol=PROTOCOL)
+
+        def server_ms() -> int:
+            seconds, micros = sync_client.time()
+            return int(seconds) * 1000 + int(micros) // 1000
+
+        await sale.join("gone")  # joins once, never again
+        joined_ms = server_ms()
+        pages = sale.wait_for_turn("present", update_ms=10)
+        assert int(await pages.__anext__()) == 2
+        while server_ms() <= joined_ms + 700:  # PRESENCE passed for "gone", many times over its third
+            await asyncio.sleep(0.05)
+        assert await sale.admit(1) == 1
+        assert await sale.position("gone") is None, "dropped in its turn"
+        place = await asyncio.wait_for(pages.__anext__(), 10)
+        assert int(place) == 0, "the page kept its place and got the admission"
+        await pages.aclose()
+        parts = await seckill.asyncio.PartitionedSale.create(
+            client, "scale:presence-parts", SaleSpec(stock=4, partitions=2, queue=True, presence_ms=900), replace=True)
+        reopened = await seckill.asyncio.PartitionedSale.open(client, "scale:presence-parts")
+        assert reopened.spec.presence_ms == 900 and parts.spec == reopened.spec
+        await client.aclose()
+
+    asyncio.run(main())

@@ -37,6 +37,10 @@ pub struct QueueSpec {
     pub admit_rate: Option<(u64, u64)>,
     /// How long an admitted user may buy (`None`: the module's 60 000 ms).
     pub window_ms: Option<u64>,
+    /// A waiting user keeps its place by joining again within this long (`wait_for_turn`
+    /// does, at a third of it); absent longer, it is dropped in its turn. `None`: kept until
+    /// its turn.
+    pub presence_ms: Option<u64>,
 }
 
 impl SaleSpec {
@@ -129,6 +133,9 @@ impl SaleSpec {
             if let Some(window) = queue.window_ms {
                 range("window_ms", window, 1)?;
             }
+            if let Some(presence) = queue.presence_ms {
+                range("presence_ms", presence, 1)?;
+            }
             if let Some((users, per_ms)) = queue.admit_rate {
                 range("admit_rate users", users, 1)?;
                 range("admit_rate per_ms", per_ms, 1)?;
@@ -158,6 +165,9 @@ impl SaleSpec {
             }
             if let Some(window) = queue.window_ms {
                 init.arg("WINDOW").arg(window);
+            }
+            if let Some(presence) = queue.presence_ms {
+                init.arg("PRESENCE").arg(presence);
             }
         }
         init
@@ -214,6 +224,7 @@ impl SaleSpec {
             ("admit", rate.map_or(0, |(users, _)| users).to_string()),
             ("per", rate.map_or(0, |(_, per_ms)| per_ms).to_string()),
             ("window", optional(self.queue.and_then(|q| q.window_ms))),
+            ("presence", optional(self.queue.and_then(|q| q.presence_ms))),
         ]
     }
 }
@@ -234,6 +245,7 @@ mod tests {
         let queue = |users, per_ms| QueueSpec {
             admit_rate: Some((users, per_ms)),
             window_ms: None,
+            presence_ms: None,
         };
         let spec = SaleSpec::new(8, 4).queue(queue(4, 100));
         assert_eq!(spec.room_rate(0), Some((1, 100)));

@@ -160,6 +160,7 @@ class PartitionedOps(SaleOps):
                 "admit", spec.admit_rate[0] if spec.admit_rate else 0,
                 "per", spec.admit_rate[1] if spec.admit_rate else 0,
                 "window", spec.window_ms or 0,
+                "presence", spec.presence_ms or 0,
                 # Written last: a sale opens only once every partition exists.
                 "ready", 1,
             ))
@@ -195,13 +196,14 @@ class PartitionedOps(SaleOps):
         if not 1 <= number["partitions"] <= MAX_PARTITIONS:
             raise BadManifestError(f"{name}: bad partitions")
         try:
-            room = {k: int(fields.get(k, 0)) for k in ("queue", "admit", "per", "window")}
+            room = {k: int(fields.get(k, 0)) for k in ("queue", "admit", "per", "window", "presence")}
         except ValueError as error:
             raise BadManifestError(f"{name}: bad {error}") from error
         return SaleSpec(
             queue=room["queue"] == 1,
             admit_rate=(room["admit"], room["per"]) if room["admit"] and room["per"] else None,
             window_ms=room["window"] or None,
+            presence_ms=room["presence"] or None,
             stock=number["stock"],
             partitions=number["partitions"],
             limit=number["limit"],

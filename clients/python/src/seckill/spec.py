@@ -36,6 +36,10 @@ class SaleSpec:
     admit_rate: Optional[Tuple[int, int]] = None
     #: How long an admitted user may buy (None: the module's 60 000 ms).
     window_ms: Optional[int] = None
+    #: A waiting user keeps its place by joining again within this long (``wait_for_turn``
+    #: does, at a third of it); absent longer, it is dropped in its turn. None: kept until its
+    #: turn.
+    presence_ms: Optional[int] = None
 
     def check(self) -> None:
         """Raises TypeError or InvalidArgumentError (a ValueError) for any setting the module
@@ -58,13 +62,16 @@ class SaleSpec:
             raise ArgumentTypeError(f"queue must be a bool, not {type(self.queue).__name__}")
         if self.window_ms is not None:
             integer("window_ms", self.window_ms, 1)
+        if self.presence_ms is not None:
+            integer("presence_ms", self.presence_ms, 1)
         if self.admit_rate is not None:
             if not isinstance(self.admit_rate, tuple) or len(self.admit_rate) != 2:
                 raise ArgumentTypeError("admit_rate must be a (users, per_ms) tuple")
             integer("admit_rate users", self.admit_rate[0], 1)
             integer("admit_rate per_ms", self.admit_rate[1], 1)
-        if (self.admit_rate is not None or self.window_ms is not None) and not self.queue:
-            raise InvalidArgumentError("admit_rate and window_ms set the waiting room: set queue too")
+        if (self.admit_rate is not None or self.window_ms is not None or self.presence_ms is not None) \
+                and not self.queue:
+            raise InvalidArgumentError("admit_rate, window_ms and presence_ms set the waiting room: set queue too")
 
     def partitioned(self) -> "SaleSpec":
         """This spec for a ``PartitionedSale``: ``partitions`` 0 made DEFAULT_PARTITIONS."""
@@ -108,4 +115,6 @@ class SaleSpec:
                 args += ["ADMIT", self.admit_rate[0], "PER", self.admit_rate[1]]
             if self.window_ms is not None:
                 args += ["WINDOW", self.window_ms]
+            if self.presence_ms is not None:
+                args += ["PRESENCE", self.presence_ms]
         return args

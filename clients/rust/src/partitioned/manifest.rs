@@ -195,9 +195,11 @@ impl PartitionedSale {
         let spec = if absent_is_zero("queue")? == 1 {
             let (users, per_ms) = (absent_is_zero("admit")?, absent_is_zero("per")?);
             let window = absent_is_zero("window")?;
+            let presence = absent_is_zero("presence")?;
             spec.queue(crate::spec::QueueSpec {
                 admit_rate: (users > 0 && per_ms > 0).then_some((users, per_ms)),
                 window_ms: (window > 0).then_some(window),
+                presence_ms: (presence > 0).then_some(presence),
             })
         } else {
             spec
