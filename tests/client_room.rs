@@ -352,7 +352,7 @@ fn wait_for_turn_async_many_waiters_at_a_rate() {
             .unwrap()
             .as_millis() as u64;
         let queue = QueueSpec {
-            admit_rate: Some((4, 50)),
+            admit_rate: Some((4, 200)),
             window_ms: None,
             presence_ms: None,
         };

@@ -66,6 +66,19 @@ def test_a_place_told_as_of_an_older_entry_counts_the_departures_after_it():
     assert early.pending is None and follower.current(early) == 4
 
 
+def test_a_stream_that_went_back_after_a_failover_is_read_from_its_last_entry():
+    follower, (a,) = _follower(5)
+    follower.read([_event(7, "admit", "x")])
+    follower.rewound("1-3")  # the promoted replica had entries up to 1-3
+    assert follower.last_id == "1-3"
+    follower.told(a, 4, -1, "1-3")
+    assert follower.current(a) == 4
+    follower.read([_event(4, "admit", "y")])
+    assert follower.current(a) == 3
+    follower.rewound("1-9")
+    assert follower.last_id == "1-4", "a newer entry is no rewind"
+
+
 def test_the_server_answers_its_turn_a_sell_out_or_not_in_the_room():
     follower, (a, b, c) = _follower(2, 3, 4)
     follower.told(a, 0, 0, "1-0")

@@ -2,10 +2,12 @@
 package's own connections (``_node``), shared by every ``wait_for_turn`` of the process. A
 waiter costs a ``Waiter`` and a wait on the reader's condition, not a connection or a read.
 
-Both drivers (this one and ``seckill.asyncio._rooms``) follow one loop, ``Reader.cycle``'s
-steps: read the stream (blocking at most ``resync_ms``), move the places, ask the server when
-the entries cannot say (and after an error, once the node answers again), join again for every
-waiter with PRESENCE at a third of it, then wake the waiters. A reader stops once its last
+Both drivers (this one and ``seckill.asyncio._rooms``) follow one loop, in two steps:
+``read_step`` reads the stream (blocking until the next ask or join may be due), moves the
+places and wakes the waiters whose turn came; ``settle_step`` asks the server when the entries
+cannot say (and after an error, once the node answers again), joins every waiter again with
+PRESENCE at a third of it, and wakes everyone when the server answered or, at most every
+``update_ms``, when places moved. A reader stops once its last
 waiter has gone."""
 
 from __future__ import annotations
@@ -84,32 +86,32 @@ class Schedule:
         return True
 
 
-def cycle(follower: Follower, schedule: Schedule, failed: bool, on_resync: OnResync,
-          ) -> Operation[Tuple[List[Waiter], bool]]:
-    """One turn of a reader's loop: the waiters to wake, and whether that is every one."""
-    asked = failed
+def read_step(follower: Follower, schedule: Schedule, failed: bool) -> Operation[Tuple[List[Waiter], bool]]:
+    """A reader's read: the waiters whose turn came (woken at once, before anyone is asked
+    about: a draw's resync of ten thousand places must not hold up the first tick's turns),
+    and whether the server is to be asked."""
     if failed:
         for waiter in follower.asking():
-            waiter.ask = True
-        yield from _waiting.ask(follower, follower.asking())
+            waiter.ask = True  # asked in settle_step
     events = yield from _waiting.read(follower, schedule.block_ms())
     turned, must_ask = follower.read(events)
-    if schedule.ask_due(len(events), follower.drawn) or must_ask or any(w.ask for w in follower.asking()):
-        asked = True
+    due = schedule.ask_due(len(events), follower.drawn)
+    return turned, failed or due or must_ask or follower.wants_ask
+
+
+def settle_step(follower: Follower, schedule: Schedule, asking: bool, on_resync: OnResync) -> Operation[bool]:
+    """After a read: the server asked (when ``asking``), PRESENCE's joins; whether every waiter
+    is to be woken (the server answered, or places moved and a notice is due)."""
+    if asking:
         yield from _waiting.ask(follower, follower.asking())
         if on_resync is not None and follower.asking():
             yield from on_resync()
     if schedule.rejoin_due():
         yield from _waiting.rejoin(follower, follower.asking())
-    everyone = asked or (follower.moved and schedule.notice_due())
+    everyone = asking or (follower.moved and schedule.notice_due())
     if everyone:
         follower.moved = False
-    return turned, everyone
-
-
-def woken(follower: Follower, turned: List[Waiter], everyone: bool) -> List[Waiter]:
-    """The waiters a cycle wakes."""
-    return list(follower.waiters.values()) if everyone else turned
+    return everyone
 
 
 def drive_locked(operation: Operation[Any], client: Any, lock: Any) -> Any:
@@ -152,16 +154,22 @@ class Reader:
                     _readers_of(self.client).pop(self.key, None)
                     return
             try:
-                turned, everyone = drive_locked(
-                    cycle(self.follower, self.schedule, failed, self.on_resync), self.client, self.cond)
+                turned, asking = drive_locked(read_step(self.follower, self.schedule, failed), self.client,
+                                              self.cond)
+                with self.cond:
+                    for waiter in turned:
+                        waiter.wake.set()
+                everyone = drive_locked(settle_step(self.follower, self.schedule, asking, self.on_resync),
+                                        self.client, self.cond)
                 failed, backoff = False, FIRST_BACKOFF_S
             except Exception:  # noqa: BLE001 - a node down or failing over: the waiters wait on
-                failed, turned, everyone = True, [], False
+                failed, everyone = True, False
                 time.sleep(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
-            with self.cond:
-                for waiter in woken(self.follower, turned, everyone):
-                    waiter.wake.set()
+            if everyone:
+                with self.cond:
+                    for waiter in self.follower.waiters.values():
+                        waiter.wake.set()
 
 
 _registry = threading.Lock()

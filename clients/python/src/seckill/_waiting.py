@@ -16,10 +16,10 @@ after it are the ones that move the waiter on."""
 from __future__ import annotations
 
 import bisect
+import heapq
 import time
-from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Deque, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import redis
 
@@ -113,7 +113,15 @@ class Follower:
         self.drawn = drawn
         self.waiters: Dict[bytes, Waiter] = {}
         self.departures = 0
-        self._history: Deque[Tuple[Tuple[int, int], int]] = deque(maxlen=HISTORY)
+        #: The places told as of an entry not read yet, soonest first: (entry, user).
+        self._pending: List[Tuple[Tuple[int, int], bytes]] = []
+        #: Some waiter must be asked where it stands (its ``ask``).
+        self.wants_ask = False
+        #: The entries read last, and the departures counted up to each (at most HISTORY;
+        #: trimmed by halves, so a lookup bisects a list).
+        self._history_ids: List[Tuple[int, int]] = []
+        self._history_departures: List[int] = []
+        self._forgotten = False
         #: Waiters whose place moved since they were last woken.
         self.moved = False
 
@@ -134,18 +142,33 @@ class Follower:
         """Departures counted up to the entry ``at`` (None: older than the history)."""
         if at >= entry_id(self.last_id):
             return self.departures
-        ids = [entry for entry, _ in self._history]
-        index = bisect.bisect_right(ids, at)
+        index = bisect.bisect_right(self._history_ids, at)
         if index == 0:
-            return None if len(self._history) == HISTORY else 0
-        return self._history[index - 1][1]
+            return None if self._forgotten else 0
+        return self._history_departures[index - 1]
+
+    def _remember(self, at: Tuple[int, int]) -> None:
+        self._history_ids.append(at)
+        self._history_departures.append(self.departures)
+        if len(self._history_ids) > 2 * HISTORY:
+            del self._history_ids[:HISTORY]
+            del self._history_departures[:HISTORY]
+            self._forgotten = True
+
+    def rewound(self, as_of: str) -> None:
+        """The stream's last entry is older than the last one read: a promoted replica that
+        had not all of them. Reading goes on from there (the entries after it are new)."""
+        if entry_id(as_of) < entry_id(self.last_id):
+            self.last_id = as_of
+            self._history_ids.clear()
+            self._history_departures.clear()
 
     def told(self, waiter: Waiter, position: Optional[int], eta_ms: int, as_of: str) -> None:
         """The server's answer for ``waiter``, as of the stream's entry ``as_of``: None, not in
         the room (asked again, as a JOIN, by the caller)."""
         now = time.monotonic()
         if position is None:
-            waiter.ask = True
+            waiter.ask = self.wants_ask = True
             return
         waiter.ask = False
         waiter.eta_ms, waiter.eta_at = eta_ms, now
@@ -156,10 +179,11 @@ class Follower:
         at = entry_id(as_of)
         if at > entry_id(self.last_id):
             waiter.pending = (position, eta_ms, at)
+            heapq.heappush(self._pending, (at, waiter.user))
             return
         counted = self._departures_at(at)
         if counted is None:
-            waiter.ask = True
+            waiter.ask = self.wants_ask = True
             return
         waiter.pending = None
         waiter.base = position + counted
@@ -189,14 +213,14 @@ class Follower:
                         waiter.place, waiter.base = Place(0, 0), None
                         turned.append(waiter)
                     else:
-                        waiter.ask = ask = True
+                        waiter.ask = ask = self.wants_ask = True
             elif kind == "leave":
                 self._left(int(event.get("qty") or 0))
             elif kind == "draw":
                 self.drawn = ask = True
             elif event.get("remaining") == "0":
                 ask = True  # nothing left: sold out, unless a hold comes back
-            self._history.append((entry_id(event.id), self.departures))
+            self._remember(entry_id(event.id))
         self._resolve_pending(entry_id(self.last_id))
         return turned, ask
 
@@ -210,9 +234,11 @@ class Follower:
                 self.moved = True
 
     def _resolve_pending(self, reached: Tuple[int, int]) -> None:
-        for waiter in self.waiters.values():
-            if waiter.pending is not None and waiter.pending[2] < reached:
-                position, _, _ = waiter.pending
+        while self._pending and self._pending[0][0] < reached:
+            at, user = heapq.heappop(self._pending)
+            waiter = self.waiters.get(user)
+            if waiter is not None and waiter.pending is not None and waiter.pending[2] == at:
+                position = waiter.pending[0]
                 waiter.pending = None
                 waiter.base = position + self.departures
 
@@ -222,7 +248,7 @@ class Follower:
             return self._counted_down(waiter, waiter.place)
         position = waiter.base - self.departures
         if position < 1:
-            waiter.ask = True
+            waiter.ask = self.wants_ask = True
             position = 1
         return self._counted_down(waiter, Place(position, waiter.eta_ms, True))
 
@@ -276,6 +302,7 @@ def join(follower: Follower, waiter: Waiter) -> Operation[None]:
                 ("XREVRANGE", follower.stream, "+", "-", "COUNT", 1), ("EXEC",))
     replies = yield NodeCall(key, commands)
     (answer,), as_of = _snapshot(replies)
+    follower.rewound(as_of)
     _tell(follower, waiter, place_of(answer), as_of)
 
 
@@ -295,11 +322,13 @@ def ask(follower: Follower, waiters: List[Waiter]) -> Operation[None]:
     """POSITION ... WITHETA for ``waiters`` and the stream's last ID, in one MULTI per batch;
     a waiter not in the room (dropped, or the room reopened after a sell-out) joins again."""
     key = follower.key
+    follower.wants_ask = False
     for start in range(0, len(waiters), ASK_BATCH):
         batch = waiters[start:start + ASK_BATCH]
         commands = (("MULTI",),) + tuple(("SECKILL.POSITION", key, w.user, "WITHETA") for w in batch) + (
             ("XREVRANGE", follower.stream, "+", "-", "COUNT", 1), ("EXEC",))
         answers, as_of = _snapshot((yield NodeCall(key, commands)))
+        follower.rewound(as_of)
         for waiter, answer in zip(batch, answers):
             _tell(follower, waiter, place_of(answer), as_of)
     for waiter in waiters:

@@ -10,7 +10,8 @@
 //! that entry are the ones that move the waiter on.
 
 use crate::info::{Place, SaleEvent};
-use std::collections::{HashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::time::Instant;
 
 /// Departures remembered, so that a waiter told its place as of an older entry moves on by
@@ -46,6 +47,8 @@ pub(crate) struct Follower {
     pub drawn: bool,
     pub presence_ms: Option<u64>,
     waiters: HashMap<Vec<u8>, Waiter>,
+    /// The places told as of an entry not read yet, soonest first.
+    pending: BinaryHeap<Reverse<(EntryId, Vec<u8>)>>,
     departures: i64,
     history: VecDeque<(EntryId, i64)>,
 }
@@ -57,6 +60,7 @@ impl Follower {
             drawn,
             presence_ms,
             waiters: HashMap::new(),
+            pending: Default::default(),
             departures: 0,
             history: VecDeque::new(),
         }
@@ -107,6 +111,15 @@ impl Follower {
         Some(self.history[index - 1].1)
     }
 
+    /// The stream's last entry is older than the last one read: a promoted replica that had
+    /// not all of them. Reading goes on from there (the entries after it are new).
+    pub fn rewound(&mut self, as_of: &str) {
+        if entry_id(as_of) < entry_id(&self.last_id) {
+            self.last_id = as_of.to_string();
+            self.history.clear();
+        }
+    }
+
     /// The server's answer for `user` as of the stream's entry `as_of`: `None`, not in the
     /// room (it is to join again). Before START a waiting user's number is how many wait.
     pub fn told(&mut self, user: &[u8], told: Option<(i64, i64)>, as_of: &str, now: Instant) {
@@ -135,6 +148,7 @@ impl Follower {
         }
         if at > last {
             waiter.pending = Some((position, at));
+            self.pending.push(Reverse((at, user.to_vec())));
             return;
         }
         match counted {
@@ -207,13 +221,16 @@ impl Follower {
     }
 
     fn resolve_pending(&mut self, reached: EntryId) {
-        let departures = self.departures;
-        for waiter in self.waiters.values_mut() {
-            if let Some((position, at)) = waiter.pending
-                && at < reached
+        while let Some(Reverse((at, _))) = self.pending.peek()
+            && *at < reached
+        {
+            let Reverse((at, user)) = self.pending.pop().expect("peeked");
+            if let Some(waiter) = self.waiters.get_mut(&user)
+                && let Some((position, told_at)) = waiter.pending
+                && told_at == at
             {
                 waiter.pending = None;
-                waiter.base = Some(position + departures);
+                waiter.base = Some(position + self.departures);
             }
         }
     }
@@ -357,6 +374,20 @@ mod tests {
         f.read(&[event(9, "admit", "x", 5, 0), event(10, "admit", "y", 5, 0)]);
         assert_eq!(at(&mut f, "early", now), 4);
         assert_eq!(entry_id("7"), (7, 0));
+    }
+
+    #[test]
+    fn a_stream_that_went_back_after_a_failover_is_read_from_its_last_entry() {
+        let (mut f, now) = follower(&[5], true);
+        f.read(&[event(7, "admit", "x", 5, 0)]);
+        f.rewound("1-3");
+        assert_eq!(f.last_id, "1-3");
+        f.told(b"w0", Some((4, -1)), "1-3", now);
+        assert_eq!(at(&mut f, "w0", now), 4);
+        f.read(&[event(4, "admit", "y", 5, 0)]);
+        assert_eq!(at(&mut f, "w0", now), 3);
+        f.rewound("1-9");
+        assert_eq!(f.last_id, "1-4", "a newer entry is no rewind");
     }
 
     #[test]

@@ -135,24 +135,44 @@ impl<'a> Room<'a> {
         Ok((shared, page))
     }
 
-    /// The page stopped: its user leaves the room if its turn has not come (its place goes to
-    /// the next), and the room's reader goes with its last page.
-    async fn exit<L: Link>(self, link: &mut L, shared: &Shared, user: &[u8], done: bool) {
-        let (last_page, empty) = {
+    /// The page stopped: another page reads from now on if it was the next to, and the room's
+    /// reader goes with its last page. Whether it was its user's last page.
+    fn left(self, shared: &Arc<Shared>, page: u64, user: &[u8]) -> bool {
+        let (last, empty, was_reader) = {
             let mut state = shared.state();
             let last = state.follower.remove(user);
-            (last, state.follower.is_empty())
+            let was_reader = state.reader == Some(page);
+            if was_reader {
+                state.reader = None;
+            }
+            (last, state.follower.is_empty(), was_reader)
         };
+        if was_reader {
+            // Without this the others would wait for the reading to go stale (a second).
+            shared.wake.wake_all();
+        }
         if empty {
             let mut rooms = self.rooms().0.lock().expect("rooms lock");
             if rooms
                 .get(&shared.key)
-                .is_some_and(|s| std::ptr::eq(&**s, shared))
+                .is_some_and(|s| Arc::ptr_eq(s, shared))
             {
                 rooms.remove(&shared.key);
             }
         }
-        if last_page && !done {
+        last
+    }
+
+    /// [`Room::left`], then its user leaves the room if its turn has not come (its place goes
+    /// to the next).
+    async fn exit<L: Link>(
+        self,
+        link: &mut L,
+        (shared, page): &(Arc<Shared>, u64),
+        user: &[u8],
+        done: bool,
+    ) {
+        if self.left(shared, *page, user) && !done {
             // Best effort: with PRESENCE an absent page is dropped in its turn anyway.
             let _ = key::leave(link, &shared.key, user).await;
         }
@@ -254,7 +274,12 @@ impl<'a> Room<'a> {
         let now = Instant::now();
         let (must_ask, rejoin, anyone) = {
             let mut state = shared.state();
-            let (_, must_ask) = state.follower.read(&events);
+            let (turned, must_ask) = state.follower.read(&events);
+            if !turned.is_empty() {
+                // Told at once, before anyone is asked about (a draw's resync of many places
+                // must not hold up the first tick's turns).
+                shared.wake.wake_all();
+            }
             if !events.is_empty() {
                 state.last_entry = now;
             }
@@ -417,6 +442,7 @@ async fn ask<L: Link>(link: &mut L, shared: &Shared) -> Result<()> {
         let (replies, as_of) = with_last_id(link, shared, positions).await?;
         let now = Instant::now();
         let mut state = shared.state();
+        state.follower.rewound(&as_of);
         for (user, reply) in batch.iter().zip(replies) {
             state.follower.told(user, told(reply)?, &as_of, now);
         }
@@ -490,10 +516,10 @@ impl<C: redis::ConnectionLike> Iterator for Turns<'_, C> {
 
 impl<C: redis::ConnectionLike> Drop for Turns<'_, C> {
     fn drop(&mut self) {
-        if let Some((shared, _)) = self.entered.take() {
+        if let Some(entered) = self.entered.take() {
             let done = self.shown.is_some_and(|p| p <= 0);
             let link = &mut crate::link::Blocking(&mut *self.con);
-            crate::link::block_on(self.room.exit(link, &shared, &self.user, done));
+            crate::link::block_on(self.room.exit(link, &entered, &self.user, done));
         }
     }
 }
@@ -557,23 +583,10 @@ impl<C: redis::aio::ConnectionLike + Send + 'static> Page<'_, C> {
 
 impl<C: redis::aio::ConnectionLike + Send + 'static> Drop for Page<'_, C> {
     fn drop(&mut self) {
-        let Some((shared, _)) = self.entered.take() else {
+        let Some((shared, page)) = self.entered.take() else {
             return;
         };
-        let last = {
-            let mut state = shared.state();
-            let last = state.follower.remove(&self.user);
-            if state.follower.is_empty() {
-                let mut rooms = self.room.rooms().0.lock().expect("rooms lock");
-                if rooms
-                    .get(&shared.key)
-                    .is_some_and(|s| Arc::ptr_eq(s, &shared))
-                {
-                    rooms.remove(&shared.key);
-                }
-            }
-            last
-        };
+        let last = self.room.left(&shared, page, &self.user);
         // Leaving needs the server: a task of its own, where a runtime runs (best effort:
         // with PRESENCE an absent page is dropped in its turn anyway).
         if let (true, Some(mut con), Ok(runtime)) = (
