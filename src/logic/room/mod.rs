@@ -200,27 +200,26 @@ impl Room {
             return Ok(Place::SoldOut);
         }
         self.draw_if_due(now_ms);
-        if self.queue.len() >= u32::MAX as usize {
+        let found = self.users.find(user);
+        if let Some(at) = found.filter(|&at| !self.users.status(at).is_out()) {
+            if self.users.status(at) == Status::Waiting {
+                self.mark_seen(self.users.place(at) as usize, now_ms);
+            }
+            return Ok(self.place(user).expect("in the room"));
+        }
+        // Only a user who queues needs a place: one already in the room is never refused.
+        if self.queue.len() >= u32::MAX as usize
+            || (found.is_none() && !self.users.has_room(user.len()))
+        {
             return Err(RoomError::Full);
         }
         let queued = self.queue.len() as u32;
-        let at = match self.users.find(user) {
-            Some(at) if self.users.status(at).is_out() => {
+        let at = match found {
+            Some(at) => {
                 self.users.set(at, Status::Waiting, queued);
                 at
             }
-            Some(at) => {
-                if self.users.status(at) == Status::Waiting {
-                    self.mark_seen(self.users.place(at) as usize, now_ms);
-                }
-                return Ok(self.place(user).expect("in the room"));
-            }
-            None => {
-                if !self.users.has_room(user.len()) {
-                    return Err(RoomError::Full);
-                }
-                self.users.insert(user, Status::Waiting, queued)
-            }
+            None => self.users.insert(user, Status::Waiting, queued),
         };
         if !self.drawn {
             self.cohort += 1;
