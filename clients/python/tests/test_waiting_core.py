@@ -16,7 +16,7 @@ def _follower(*places: int, drawn: bool = True) -> "tuple[Follower, list[Waiter]
     waiters = []
     for n, place in enumerate(places):
         waiter = follower.add(f"w{n}")
-        follower.told(waiter, place, -1, "1-0")
+        follower.told(waiter, (place, -1), "1-0")
         waiters.append(waiter)
     return follower, waiters
 
@@ -57,10 +57,10 @@ def test_a_place_told_as_of_an_older_entry_counts_the_departures_after_it():
     follower, _ = _follower()
     follower.read([_event(1, "admit", "x"), _event(2, "admit", "y"), _event(3, "admit", "z")])
     late = follower.add("late")
-    follower.told(late, 5, -1, "1-1")  # told after entry 1: entries 2 and 3 moved it since
+    follower.told(late, (5, -1), "1-1")  # told after entry 1: entries 2 and 3 moved it since
     assert follower.current(late) == 3
     early = follower.add("early")
-    follower.told(early, 5, -1, "1-9")  # told as of an entry the reader has not read yet
+    follower.told(early, (5, -1), "1-9")  # told as of an entry the reader has not read yet
     assert early.pending is not None
     follower.read([_event(9, "admit", "x"), _event(10, "admit", "y")])
     assert early.pending is None and follower.current(early) == 4
@@ -71,7 +71,7 @@ def test_a_stream_that_went_back_after_a_failover_is_read_from_its_last_entry():
     follower.read([_event(7, "admit", "x")])
     follower.rewound("1-3")  # the promoted replica had entries up to 1-3
     assert follower.last_id == "1-3"
-    follower.told(a, 4, -1, "1-3")
+    follower.told(a, (4, -1), "1-3")
     assert follower.current(a) == 4
     follower.read([_event(4, "admit", "y")])
     assert follower.current(a) == 3
@@ -81,9 +81,9 @@ def test_a_stream_that_went_back_after_a_failover_is_read_from_its_last_entry():
 
 def test_the_server_answers_its_turn_a_sell_out_or_not_in_the_room():
     follower, (a, b, c) = _follower(2, 3, 4)
-    follower.told(a, 0, 0, "1-0")
-    follower.told(b, -1, -1, "1-0")
-    follower.told(c, None, -1, "1-0")
+    follower.told(a, (0, 0), "1-0")
+    follower.told(b, (-1, -1), "1-0")
+    follower.told(c, None, "1-0")
     assert (a.done, b.done, follower.current(b)) == (True, True, -1)
     assert c.ask and not c.done
     assert follower.asking() == [c]
@@ -92,7 +92,7 @@ def test_the_server_answers_its_turn_a_sell_out_or_not_in_the_room():
 def test_before_start_the_number_is_how_many_wait_and_the_eta_counts_down():
     follower, _ = _follower(drawn=False)
     waiter = follower.add("u")
-    follower.told_cohort(waiter, 40, 60_000)
+    follower.told(waiter, (40, 60_000), "1-0")
     place = follower.current(waiter)
     assert (int(place), place.drawn) == (40, False)
     assert 59_000 <= place.eta_ms <= 60_000

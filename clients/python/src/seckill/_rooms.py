@@ -1,14 +1,13 @@
 """The sync driver of ``_waiting``: one reader thread per client and sale key, on the
 package's own connections (``_node``), shared by every ``wait_for_turn`` of the process. A
-waiter costs a ``Waiter`` and a wait on the reader's condition, not a connection or a read.
+waiter costs a ``Waiter`` and a wait on its own event, not a connection or a read.
 
 Both drivers (this one and ``seckill.asyncio._rooms``) follow one loop, in two steps:
 ``read_step`` reads the stream (blocking until the next ask or join may be due), moves the
 places and wakes the waiters whose turn came; ``settle_step`` asks the server when the entries
 cannot say (and after an error, once the node answers again), joins every waiter again with
 PRESENCE at a third of it, and wakes everyone when the server answered or, at most every
-``update_ms``, when places moved. A reader stops once its last
-waiter has gone."""
+``update_ms``, when places moved. A reader stops once its last waiter has gone."""
 
 from __future__ import annotations
 
@@ -89,10 +88,7 @@ class Schedule:
 def read_step(follower: Follower, schedule: Schedule, failed: bool) -> Operation[Tuple[List[Waiter], bool]]:
     """A reader's read: the waiters whose turn came (woken at once, before anyone is asked
     about: a draw's resync of ten thousand places must not hold up the first tick's turns),
-    and whether the server is to be asked."""
-    if failed:
-        for waiter in follower.asking():
-            waiter.ask = True  # asked in settle_step
+    and whether the server is to be asked (after a failed read, everyone is)."""
     events = yield from _waiting.read(follower, schedule.block_ms())
     turned, must_ask = follower.read(events)
     due = schedule.ask_due(len(events), follower.drawn)

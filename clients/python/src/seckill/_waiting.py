@@ -73,8 +73,7 @@ class Waiter:
     place: Place = field(default_factory=lambda: Place(1, -1, False))
     #: ``place`` = ``base - departures`` while it waits with drawn places (None: not known).
     base: Optional[int] = None
-    #: Its last ETA and when it was told (monotonic s): the ETA counts down from there.
-    eta_ms: int = -1
+    #: When ``place`` (its ETA) was told (monotonic s): the ETA counts down from there.
     eta_at: float = 0.0
     #: A told place waiting for the reader to reach the entry it was told as of.
     pending: Optional[Tuple[int, int, Tuple[int, int]]] = None
@@ -163,19 +162,19 @@ class Follower:
             self._history_ids.clear()
             self._history_departures.clear()
 
-    def told(self, waiter: Waiter, position: Optional[int], eta_ms: int, as_of: str) -> None:
-        """The server's answer for ``waiter``, as of the stream's entry ``as_of``: None, not in
-        the room (asked again, as a JOIN, by the caller)."""
-        now = time.monotonic()
-        if position is None:
+    def told(self, waiter: Waiter, answer: Optional[Tuple[int, int]], as_of: str) -> None:
+        """The server's ``[position, eta_ms]`` for ``waiter``, as of the stream's entry
+        ``as_of``: None, not in the room (asked again, as a JOIN, by the caller). Before START
+        a waiting user's number is how many wait."""
+        if answer is None:
             waiter.ask = self.wants_ask = True
             return
-        waiter.ask = False
-        waiter.eta_ms, waiter.eta_at = eta_ms, now
-        if position <= 0:
-            waiter.place, waiter.base, waiter.pending = Place(position, eta_ms), None, None
+        position, eta_ms = answer
+        waiter.ask, waiter.base, waiter.pending = False, None, None
+        waiter.eta_at = time.monotonic()
+        waiter.place = Place(position, eta_ms, self.drawn or position <= 0)
+        if position <= 0 or not self.drawn:
             return
-        waiter.place = Place(position, eta_ms, True)
         at = entry_id(as_of)
         if at > entry_id(self.last_id):
             waiter.pending = (position, eta_ms, at)
@@ -185,14 +184,7 @@ class Follower:
         if counted is None:
             waiter.ask = self.wants_ask = True
             return
-        waiter.pending = None
         waiter.base = position + counted
-
-    def told_cohort(self, waiter: Waiter, waiting: int, eta_ms: int) -> None:
-        """Before START: how many wait, and the time until START."""
-        waiter.ask, waiter.base, waiter.pending = False, None, None
-        waiter.eta_ms, waiter.eta_at = eta_ms, time.monotonic()
-        waiter.place = Place(waiting, eta_ms, False)
 
     def read(self, events: List[SaleEvent]) -> Tuple[List[Waiter], bool]:
         """Moves the places by ``events``: the waiters whose turn came, and whether the server
@@ -250,7 +242,7 @@ class Follower:
         if position < 1:
             waiter.ask = self.wants_ask = True
             position = 1
-        return self._counted_down(waiter, Place(position, waiter.eta_ms, True))
+        return self._counted_down(waiter, Place(position, waiter.place.eta_ms, True))
 
     @staticmethod
     def _counted_down(waiter: Waiter, place: Place) -> Place:
@@ -277,12 +269,18 @@ def open_follower(key: str) -> Operation[Follower]:
         )
     presence, start = fields.get("queue_presence"), fields.get("start")
     stream = as_text(stream)
-    last, (seconds, micros) = yield NodeCall(key, (("XREVRANGE", stream, "+", "-", "COUNT", 1), ("TIME",)))
+    last, time_reply = yield NodeCall(key, (("XREVRANGE", stream, "+", "-", "COUNT", 1), ("TIME",)))
     last_id = as_text(last[0][0]) if last else "0-0"
-    # START passed: the master's timer drew the places then (or does within its ms).
-    drawn = start is None or int(seconds) * 1000 + int(micros) // 1000 >= int(start)
     # INFO's queue_presence: the ms, or 0 (or nil) for none.
-    return Follower(key, stream, last_id, int(presence) or None if presence is not None else None, drawn)
+    return Follower(key, stream, last_id, int(presence) or None if presence is not None else None,
+                    _started(start, time_reply))
+
+
+def _started(start: Any, time_reply: Any) -> bool:
+    """Whether the places are drawn: no START (INFO's ``start``), or the server's TIME past
+    it (the master's timer draws them then, or within its ms)."""
+    seconds, micros = time_reply
+    return start is None or int(seconds) * 1000 + int(micros) // 1000 >= int(start)
 
 
 def _snapshot(replies: List[Any]) -> Tuple[List[Any], str]:
@@ -303,19 +301,7 @@ def join(follower: Follower, waiter: Waiter) -> Operation[None]:
     replies = yield NodeCall(key, commands)
     (answer,), as_of = _snapshot(replies)
     follower.rewound(as_of)
-    _tell(follower, waiter, place_of(answer), as_of)
-
-
-def _tell(follower: Follower, waiter: Waiter, answer: Optional[Tuple[int, int]], as_of: str) -> None:
-    if answer is None:
-        follower.told(waiter, None, -1, as_of)
-        return
-    position, eta = answer
-    # Before START a waiting user is told how many wait, with the time until START.
-    if position > 0 and not follower.drawn:
-        follower.told_cohort(waiter, position, eta)
-        return
-    follower.told(waiter, position, eta, as_of)
+    follower.told(waiter, place_of(answer), as_of)
 
 
 def ask(follower: Follower, waiters: List[Waiter]) -> Operation[None]:
@@ -330,7 +316,7 @@ def ask(follower: Follower, waiters: List[Waiter]) -> Operation[None]:
         answers, as_of = _snapshot((yield NodeCall(key, commands)))
         follower.rewound(as_of)
         for waiter, answer in zip(batch, answers):
-            _tell(follower, waiter, place_of(answer), as_of)
+            follower.told(waiter, place_of(answer), as_of)
     for waiter in waiters:
         if waiter.ask and not waiter.done:
             yield from join(follower, waiter)
@@ -375,12 +361,10 @@ def leave(key: str, user: User) -> Operation[bool]:
 def place(key: str, user: User) -> Operation[Optional[Place]]:
     """``SECKILL.POSITION ... WITHETA`` with whether the places are drawn (START passed, by
     the server's clock): None when ``user`` is not in the room."""
-    answer, info, (seconds, micros) = yield NodeCall(
+    answer, info, time_reply = yield NodeCall(
         key, (("SECKILL.POSITION", key, user, "WITHETA"), ("SECKILL.INFO", key), ("TIME",)))
     found = place_of(answer)
     if found is None:
         return None
     position, eta = found
-    start = fields_of(info).get("start")
-    drawn = start is None or int(seconds) * 1000 + int(micros) // 1000 >= int(start)
-    return Place(position, eta, drawn or position <= 0)
+    return Place(position, eta, _started(fields_of(info).get("start"), time_reply) or position <= 0)

@@ -1,6 +1,6 @@
 """``seckill._rooms`` on asyncio: one reader task per client and sale key, shared by every
 ``wait_for_turn`` of the event loop. The state is changed between awaits only, so the waiters
-read it without a lock; each batch of entries wakes them once."""
+read it without a lock; each waits on its own event (see ``Reader._wake_all``)."""
 
 from __future__ import annotations
 
