@@ -289,16 +289,23 @@ pub(crate) async fn place<L: Link>(link: &mut L, key: &str, user: &[u8]) -> Resu
     let mut drawn = true;
     if position > 0 {
         let reply: Value = link.query(cmd("SECKILL.INFO").arg(key)).await?;
-        if let Some(Value::Int(start)) = parse_fields(reply)?.remove("start") {
-            let (seconds, micros): (i64, i64) = link.query(&cmd("TIME")).await?;
-            drawn = seconds * 1000 + micros / 1000 >= start;
-        }
+        drawn = started(link, parse_fields(reply)?.remove("start")).await?;
     }
     Ok(Some(Place {
         position,
         eta_ms,
         drawn,
     }))
+}
+
+/// Whether a room's places are drawn, from INFO's `start`: no START, or the server's clock
+/// past it (the master's timer draws them then, or within its ms).
+pub(crate) async fn started<L: Link>(link: &mut L, start: Option<Value>) -> Result<bool> {
+    let Some(Value::Int(start)) = start else {
+        return Ok(true);
+    };
+    let (seconds, micros): (i64, i64) = link.query(&cmd("TIME")).await?;
+    Ok(seconds * 1000 + micros / 1000 >= start)
 }
 
 pub(crate) async fn admit<L: Link>(link: &mut L, key: &str, n: u64) -> Result<u64> {

@@ -47,6 +47,8 @@ pub(crate) struct Follower {
     pub drawn: bool,
     pub presence_ms: Option<u64>,
     waiters: HashMap<Vec<u8>, Waiter>,
+    /// Some waiter must be asked where it stands (its `ask`).
+    wants_ask: bool,
     /// The places told as of an entry not read yet, soonest first.
     pending: BinaryHeap<Reverse<(EntryId, Vec<u8>)>>,
     departures: i64,
@@ -60,6 +62,7 @@ impl Follower {
             drawn,
             presence_ms,
             waiters: HashMap::new(),
+            wants_ask: false,
             pending: Default::default(),
             departures: 0,
             history: VecDeque::new(),
@@ -77,7 +80,7 @@ impl Follower {
             base: None,
             eta_at: now,
             pending: None,
-            ask: true,
+            ask: false,
             pages: 0,
         });
         waiter.pages += 1;
@@ -132,6 +135,7 @@ impl Follower {
         };
         let Some((position, eta_ms)) = told else {
             waiter.ask = true;
+            self.wants_ask = true;
             return;
         };
         waiter.ask = false;
@@ -153,7 +157,10 @@ impl Follower {
         }
         match counted {
             Some(counted) => waiter.base = Some(position + counted),
-            None => waiter.ask = true,
+            None => {
+                waiter.ask = true;
+                self.wants_ask = true;
+            }
         }
     }
 
@@ -184,6 +191,7 @@ impl Follower {
                             turned.push(user.to_vec());
                         } else {
                             waiter.ask = true;
+                            self.wants_ask = true;
                             ask = true;
                         }
                     }
@@ -245,6 +253,7 @@ impl Follower {
             place.position = base - departures;
             if place.position < 1 {
                 waiter.ask = true;
+                self.wants_ask = true;
                 place.position = 1;
             }
         }
@@ -273,7 +282,12 @@ impl Follower {
 
     /// Whether some waiter must be asked where it stands.
     pub fn must_ask(&self) -> bool {
-        self.waiters.values().any(|w| w.ask && w.place.position > 0)
+        self.wants_ask
+    }
+
+    /// Everyone is being asked: the waiters still not in the room after it say so again.
+    pub fn asking_everyone(&mut self) {
+        self.wants_ask = false;
     }
 }
 

@@ -252,9 +252,6 @@ impl<'a> Room<'a> {
             let state = shared.state();
             (state.follower.last_id.clone(), state.failed)
         };
-        if failed {
-            ask(link, shared).await?;
-        }
         let reply: Option<redis::streams::StreamReadReply> = link
             .query(
                 cmd("XREAD")
@@ -272,7 +269,7 @@ impl<'a> Room<'a> {
             }
         }
         let now = Instant::now();
-        let (must_ask, rejoin, anyone) = {
+        let (must_ask, rejoin) = {
             let mut state = shared.state();
             let (turned, must_ask) = state.follower.read(&events);
             if !turned.is_empty() {
@@ -294,12 +291,13 @@ impl<'a> Room<'a> {
             if rejoin {
                 state.last_rejoin = now;
             }
-            let anyone = !state.follower.asking().is_empty();
-            (must_ask || due || state.follower.must_ask(), rejoin, anyone)
+            // After a failed read everyone is asked, once the node answers again.
+            let must_ask = must_ask || due || failed || state.follower.must_ask();
+            (must_ask, rejoin)
         };
         if must_ask {
             ask(link, shared).await?;
-            if let (Room::Partitioned(sale), true) = (self, anyone) {
+            if let Room::Partitioned(sale) = self {
                 let waiting = shared.state().follower.asking();
                 if let Some(user) = waiting.first()
                     && sale.borrow_for_waiters(link, user).await?
@@ -349,10 +347,7 @@ async fn open<L: Link>(link: &mut L, sale_key: &str, resync: Duration) -> Result
         Some(Value::Int(ms)) if ms > 0 => Some(ms as u64),
         _ => None,
     };
-    let start = match fields.remove("start") {
-        Some(Value::Int(ms)) => Some(ms),
-        _ => None,
-    };
+    let drawn = key::started(link, fields.remove("start")).await?;
     let last: redis::streams::StreamRangeReply = link
         .query(
             cmd("XREVRANGE")
@@ -363,9 +358,6 @@ async fn open<L: Link>(link: &mut L, sale_key: &str, resync: Duration) -> Result
                 .arg(1),
         )
         .await?;
-    let (seconds, micros): (i64, i64) = link.query(&cmd("TIME")).await?;
-    // START passed: the master's timer drew the places then (or does within its ms).
-    let drawn = start.is_none_or(|start| seconds * 1000 + micros / 1000 >= start);
     let last_id = last.ids.first().map_or("0-0".to_string(), |e| e.id.clone());
     let now = Instant::now();
     Ok(Shared {
@@ -432,7 +424,11 @@ async fn join<L: Link>(link: &mut L, shared: &Shared, user: &[u8]) -> Result<()>
 /// POSITION ... WITHETA for every waiter and the stream's last ID, in one MULTI per batch; a
 /// waiter not in the room (dropped, or the room reopened after a sell-out) joins again.
 async fn ask<L: Link>(link: &mut L, shared: &Shared) -> Result<()> {
-    let waiting = shared.state().follower.asking();
+    let waiting = {
+        let mut state = shared.state();
+        state.follower.asking_everyone();
+        state.follower.asking()
+    };
     for batch in waiting.chunks(ASK_BATCH) {
         let positions = batch.iter().map(|user| {
             let mut position = cmd("SECKILL.POSITION");
