@@ -15,9 +15,8 @@ use seckill_client::{
     Session, TryReply,
 };
 use seckill_harness::topology::{cluster_con, owner_of, urls};
-use seckill_harness::{Server, replicate, start_cluster_with_replicas};
+use seckill_harness::{Server, python_bench, replicate, start_cluster_with_replicas};
 use std::fmt::Write as _;
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -173,21 +172,6 @@ fn sync_latency(server: &Server, durability: Durability) -> (f64, f64) {
     took.sort_by(f64::total_cmp);
     let at = |q: f64| took[((took.len() as f64 * q) as usize).min(took.len() - 1)];
     (at(0.5), at(0.99))
-}
-
-fn python(server: &Server) -> String {
-    let python = concat!(env!("CARGO_MANIFEST_DIR"), "/.venv/bin/python");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/bench/python_durability.py");
-    let out = Command::new(python)
-        .args([script, &server.port.to_string()])
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {script}: {e}"));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 /// What the buyers were told while a sale's master was SIGKILLed and a replica took over, on a
@@ -369,7 +353,10 @@ fn main() {
         writeln!(md, "| {durability:?} | {p50:.0} | {p99:.0} |").unwrap();
     }
     md.push('\n');
-    md.push_str(&python(&master));
+    md.push_str(&python_bench(
+        "python_durability.py",
+        &[&master.port.to_string()],
+    ));
     md.push('\n');
     md.push_str(&failover_section());
     print!("{md}");

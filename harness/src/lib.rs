@@ -472,6 +472,24 @@ pub fn commandstat(con: &mut redis::Connection, command: &str, field: &str) -> f
         .unwrap_or(0.0)
 }
 
+/// The markdown a Python bench script (`bench/<script>`, on the repository's venv) prints for
+/// `args`; panics with its stderr if it fails.
+pub fn python_bench(script: &str, args: &[&str]) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let script = root.join("bench").join(script);
+    let out = std::process::Command::new(root.join(".venv/bin/python"))
+        .arg(&script)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("the bench prints text")
+}
+
 /// `redis-benchmark -P 16 -c 16` sending `requests` `SECKILL.TRY key <prefix><random> 1` to
 /// `server` (`REDIS_BENCHMARK` chooses the binary): how long it took. The benches' ceiling.
 pub fn redis_benchmark_try(server: &Server, key: &str, prefix: &str, requests: usize) -> Duration {
