@@ -576,6 +576,11 @@ pub fn start_cluster_node(extra: &[&str]) -> Server {
     Server::start_with(&args)
 }
 
+/// How many public commands the module registers (docs/commands.md lists each): one number for
+/// every test that counts them, so a new command is one edit here, not a hunt through suites
+/// that run on only some servers.
+pub const PUBLIC_COMMANDS: usize = 21;
+
 /// The commands the module registered, as `COMMAND LIST FILTERBY MODULE seckill` names them
 /// (internal ones, `seckill._*` and `lock._*`, included).
 pub fn module_commands(con: &mut redis::Connection) -> Vec<String> {
