@@ -13,10 +13,15 @@ import time
 
 import pytest
 import redis
+import redis.asyncio
+import redis.asyncio.retry
+import redis.backoff
+import redis.retry
 
 import seckill
-from conftest import PROTOCOL, wait_until
-from seckill import PartitionedSale, RetryPolicy, SaleSpec
+import seckill.asyncio
+from conftest import PROTOCOL, master_and_replica, promote, wait_until
+from seckill import PartitionedSale, RetryPolicy, Sale, SaleSpec
 
 
 def _busy(port: int, spells: int, done: threading.Event, started: threading.Barrier) -> None:
@@ -107,6 +112,42 @@ def test_a_killed_master_is_followed_without_a_new_client(own_cluster):
     assert len(answers) == 600 and kept > 0
 
 
+def test_reads_after_a_failover_reach_the_promoted_replica(own_cluster):
+    """The application's cluster client still maps the sale's slot to a master SIGKILLed and
+    replaced: ``info``, ``bought`` and ``buyers`` (reads, sent again) answer from the promoted
+    replica, where they raised ConnectionError (an order service's reconciliation failed so
+    after its buyers had all been answered by the new master). A write through that client is
+    not sent again by the driver: only the retry policy may, under an attempt id."""
+    # Without the client's own retries (an application may turn them off, and they can run out
+    # while the other nodes still name the dead master), as the test's failure needs.
+    if int(redis.__version__.split(".")[0]) >= 6:
+        no_retries = {"retry": redis.retry.Retry(redis.backoff.NoBackoff(), 0)}
+        async_no_retries = {"retry": redis.asyncio.retry.Retry(redis.backoff.NoBackoff(), 0)}
+    else:
+        no_retries = async_no_retries = {"cluster_error_retry_attempts": 0}
+    client = redis.RedisCluster(host="127.0.0.1", port=own_cluster[0].port, protocol=PROTOCOL, **no_retries)
+    sale = Sale.create(client, "{reads}", SaleSpec(stock=5), replace=True)
+    assert sale.try_buy_acked("ann", 1, replicas=1, timeout_ms=5_000)[1] == 1
+    master, replica = master_and_replica(own_cluster, "{reads}")
+    loop = asyncio.new_event_loop()
+    async_client = redis.asyncio.RedisCluster(host="127.0.0.1", port=replica.port, protocol=PROTOCOL,
+                                              **async_no_retries)
+    async_sale = loop.run_until_complete(seckill.asyncio.Sale.open(async_client, "{reads}"))
+
+    promote(own_cluster, replica, master)
+    for stale in (client, async_client):
+        assert stale.get_node_from_key("{reads}").port == master.port, "the client's map is stale"
+    assert sale.info().sold == 1
+    assert sale.bought("ann") == 1
+    assert [b.user for b in sale.buyers()] == [b"ann"]
+    assert loop.run_until_complete(async_sale.info()).sold == 1
+    assert loop.run_until_complete(async_sale.bought("ann")) == 1
+    for fresh in (client, async_client):
+        assert fresh.get_node_from_key("{reads}").port == replica.port
+    loop.run_until_complete(async_client.aclose())
+    loop.close()
+
+
 def test_create_checks_every_setting_before_it_writes(server):
     client = redis.Redis(port=server, protocol=PROTOCOL)
     with pytest.raises(TypeError):
@@ -184,7 +225,6 @@ def test_the_underlying_clients_blind_retries_never_resend_a_purchase(server, ac
 
     import redis.asyncio
     import redis.asyncio.retry
-    import seckill.asyncio
 
     def sync_client():
         return redis.Redis(port=server, protocol=PROTOCOL, socket_timeout=0.1, retry=Retry(NoBackoff(), 5))

@@ -13,7 +13,7 @@ from typing import Any, Callable, Generator, Tuple, TypeVar, Union
 
 import redis
 
-from ._node import CLUSTER_CLIENT_SLIPS, READ_ONLY, NodeCall, lost_node, slipped, nodes_of
+from ._node import CLUSTER_CLIENT_SLIPS, LOST_CONNECTION, NodeCall, READ_SENDS, lost_node, nodes_of, read_backoff_s, resend_read, slipped
 from .errors import translate
 
 T = TypeVar("T")
@@ -51,19 +51,19 @@ Operation = Generator[Effect, Any, T]
 
 def call(client: Any, *args: Any) -> Any:
     """One command on a sync client, its server error as the package's type; a read the
-    cluster client failed on by itself (see ``lost_node``) is sent again, up to 3 times."""
-    for attempt in range(4):
+    cluster client failed on (see ``resend_read``) is sent again (up to ``READ_SENDS`` sends)."""
+    for attempt in range(READ_SENDS):
         try:
             return client.execute_command(*args)
         except redis.exceptions.ResponseError as error:
             raise translate(error) from error
-        except CLUSTER_CLIENT_SLIPS as error:
-            if not isinstance(client, redis.RedisCluster) or not slipped(error):
+        except (*CLUSTER_CLIENT_SLIPS, *LOST_CONNECTION) as error:
+            if not isinstance(client, redis.RedisCluster) or not resend_read(error, args, attempt):
+                if isinstance(error, CLUSTER_CLIENT_SLIPS) and slipped(error):
+                    raise lost_node(error) from error
                 raise
             nodes_of(client).refresh_topology()
-            if str(args[0]).upper() not in READ_ONLY or attempt == 3:
-                raise lost_node(error) from error
-            time.sleep(0.01 * (attempt + 1))
+            time.sleep(read_backoff_s(attempt))
     raise AssertionError("unreachable")
 
 

@@ -27,8 +27,8 @@ from ._health import NodeHealth, NotSentError
 from .errors import translate
 
 __all__ = [
-    "CLUSTER_CLIENT_SLIPS", "NodeCall", "NodeConnections", "READ_ONLY", "lost_node", "moves_topology", "nodes_of",
-    "own_connection", "slipped",
+    "CLUSTER_CLIENT_SLIPS", "LOST_CONNECTION", "NodeCall", "NodeConnections", "READ_ONLY", "lost_node", "moves_topology", "nodes_of",
+    "READ_SENDS", "own_connection", "read_backoff_s", "resend_read", "slipped",
 ]
 
 
@@ -63,6 +63,34 @@ CLUSTER_CLIENT_SLIPS = (AttributeError, ValueError)
 def slipped(error: Exception) -> bool:
     """Whether ``error``, caught as one of CLUSTER_CLIENT_SLIPS, is the cluster client's slip."""
     return isinstance(error, AttributeError) or "closed file" in str(error)
+
+
+#: A connection lost or timed out under a call: the call may or may not have run.
+LOST_CONNECTION = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+
+
+#: How many times a read is sent at most through the application's cluster client.
+READ_SENDS = 7
+
+
+def resend_read(error: Exception, args: Tuple[Any, ...], attempt: int) -> bool:
+    """Whether a command the application's cluster client failed with ``error`` (a slip or a
+    lost connection, on its ``attempt``-th send from 0) is sent again: a read (``READ_ONLY``),
+    up to ``READ_SENDS`` sends. A read after a failover may reach the dead master first: the
+    cluster client learns the slots again and raises, and a later send reaches the promoted
+    replica (seen: an order service's SECKILL.INFO refused by the killed master after its
+    buyers had all been answered by the new one). A write is never sent again here: only the
+    retry policy may, under an attempt id."""
+    if isinstance(error, CLUSTER_CLIENT_SLIPS) and not slipped(error):
+        return False
+    return str(args[0]).upper() in READ_ONLY and attempt < READ_SENDS - 1
+
+
+def read_backoff_s(attempt: int) -> float:
+    """The wait after a read's ``attempt``-th failed send: 10 ms doubling to 0.32 s, 0.6 s in
+    all, for the other nodes to learn of a promotion (gossip) when the cluster client asks
+    one of them for the slots."""
+    return min(0.01 * (1 << attempt), 0.32)
 
 
 def lost_node(error: Exception) -> redis.exceptions.ConnectionError:

@@ -21,7 +21,7 @@ import redis.asyncio
 from .. import _key
 from .._durability import keep_of
 from .._effects import Acquire, Call, Effect, Operation, Release, Sleep, check_client
-from .._node import CLUSTER_CLIENT_SLIPS, READ_ONLY, NodeCall, lost_node, slipped
+from .._node import CLUSTER_CLIENT_SLIPS, LOST_CONNECTION, NodeCall, READ_SENDS, lost_node, read_backoff_s, resend_read, slipped
 from .._tracking import MOVED, STALLED_READING_S
 from ._node import nodes_of
 from .._turns import AsyncBuyerTurns
@@ -43,18 +43,18 @@ __all__ = ["FlashSale", "Lock", "LockGuard", "PartitionedSale", "Sale", "run"]
 
 async def _call(client: Any, *args: Any) -> Any:
     """``seckill._effects.call`` on the event loop."""
-    for attempt in range(4):
+    for attempt in range(READ_SENDS):
         try:
             return await client.execute_command(*args)
         except redis.exceptions.ResponseError as error:
             raise translate(error) from error
-        except CLUSTER_CLIENT_SLIPS as error:
-            if not isinstance(client, redis.asyncio.RedisCluster) or not slipped(error):
+        except (*CLUSTER_CLIENT_SLIPS, *LOST_CONNECTION) as error:
+            if not isinstance(client, redis.asyncio.RedisCluster) or not resend_read(error, args, attempt):
+                if isinstance(error, CLUSTER_CLIENT_SLIPS) and slipped(error):
+                    raise lost_node(error) from error
                 raise
             await nodes_of(client).refresh_topology()
-            if str(args[0]).upper() not in READ_ONLY or attempt == 3:
-                raise lost_node(error) from error
-            await asyncio.sleep(0.01 * (attempt + 1))
+            await asyncio.sleep(read_backoff_s(attempt))
     raise AssertionError("unreachable")
 
 
