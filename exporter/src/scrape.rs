@@ -56,22 +56,22 @@ impl Scraper {
     pub async fn scrape(&self, budget: Duration) -> Snapshot {
         let start = Instant::now();
         let deadline = tokio::time::Instant::from_std(start + budget);
-        let nodes = self.discover(deadline).await;
+        // A third of the budget to learn the nodes, so that a frozen node asked for the
+        // topology leaves the others time to be read.
+        let asked_by = tokio::time::Instant::from_std(start + budget / 3);
+        let (nodes, unanswered) = self.discover(asked_by).await;
+        let unanswered = &unanswered;
         let reads = nodes.iter().map(|node| async move {
-            match timeout_at(deadline, self.read(node)).await {
-                Ok(Ok(reading)) => reading,
-                Ok(Err(why)) => {
-                    self.forget(&node.address).await;
-                    NodeReading::failed(&node.address, why)
-                }
-                Err(_) => {
-                    self.forget(&node.address).await;
-                    NodeReading::failed(
-                        &node.address,
-                        "no answer within the scrape's budget".into(),
-                    )
-                }
+            if let Some(why) = unanswered.get(&node.address) {
+                return NodeReading::failed(&node.address, why.clone());
             }
+            let failure = match timeout_at(deadline, self.read(node)).await {
+                Ok(Ok(reading)) => return reading,
+                Ok(Err(why)) => why,
+                Err(_) => "no answer within the scrape's budget".to_string(),
+            };
+            self.forget(&node.address).await;
+            NodeReading::failed(&node.address, failure)
         });
         let nodes = join_all(reads).await;
         Snapshot {
@@ -81,59 +81,69 @@ impl Scraper {
     }
 
     /// The nodes to read: each `--redis` node that is not in a cluster, and every node of the
-    /// cluster the first answering cluster node (the last topology's first) lists.
-    async fn discover(&self, deadline: tokio::time::Instant) -> Vec<Node> {
-        let mut found: BTreeMap<String, Node> = BTreeMap::new();
-        let mut cluster_read = false;
-        let known = self.known.lock().await.clone();
+    /// cluster that the first answering cluster node lists (the last topology's nodes are asked
+    /// with the `--redis` ones, all at once, each until `deadline`); and why each `--redis` node
+    /// that did not answer did not.
+    async fn discover(
+        &self,
+        deadline: tokio::time::Instant,
+    ) -> (Vec<Node>, HashMap<String, String>) {
         let seeds: Vec<String> = self.seeds.iter().map(address_of).collect();
-        let candidates = known
+        let mut candidates: Vec<String> = self
+            .known
+            .lock()
+            .await
             .iter()
             .map(|n| n.address.clone())
-            .chain(seeds.iter().cloned());
-        let mut unanswered = Vec::new();
-        for address in candidates {
-            if found.contains_key(&address) || (cluster_read && !seeds.contains(&address)) {
-                continue;
+            .collect();
+        for seed in &seeds {
+            if !candidates.contains(seed) {
+                candidates.push(seed.clone());
             }
-            let asked = timeout_at(deadline, self.cluster_nodes(&address)).await;
-            match asked {
-                Ok(Ok(Some(text))) if !cluster_read => {
-                    let host = address.rsplit_once(':').map_or("", |(h, _)| h).to_string();
-                    let nodes = cluster_nodes(&text, &host);
+        }
+        let answers = join_all(candidates.iter().map(|address| async move {
+            match timeout_at(deadline, self.cluster_nodes(address)).await {
+                Ok(answer) => answer,
+                Err(_) => Err("no answer within the scrape's budget".to_string()),
+            }
+        }))
+        .await;
+        let mut found: BTreeMap<String, Node> = BTreeMap::new();
+        let mut unanswered = HashMap::new();
+        let mut cluster_read = false;
+        for (address, answer) in candidates.iter().zip(answers) {
+            match answer {
+                Ok(Some(text)) if !cluster_read => {
+                    let host = address.rsplit_once(':').map_or("", |(h, _)| h);
+                    let nodes = cluster_nodes(&text, host);
                     *self.known.lock().await = nodes.clone();
-                    for node in nodes {
-                        found.insert(node.address.clone(), node);
-                    }
+                    found.extend(nodes.into_iter().map(|n| (n.address.clone(), n)));
                     cluster_read = true;
                 }
-                Ok(Ok(Some(_))) => {} // another node of a cluster already read
-                Ok(Ok(None)) => {
-                    found.insert(
-                        address.clone(),
-                        Node {
-                            address,
+                Ok(Some(_)) => {} // another node of a cluster already read
+                Ok(None) => {
+                    let node = Node {
+                        address: address.clone(),
+                        reads_sales: true,
+                    };
+                    found.insert(address.clone(), node);
+                }
+                Err(why) => {
+                    self.forget(address).await;
+                    // A `--redis` node is reported down; a node of the last topology only if
+                    // the cluster, asked through another node, still lists it.
+                    if seeds.contains(address) {
+                        let node = Node {
+                            address: address.clone(),
                             reads_sales: true,
-                        },
-                    );
-                }
-                Ok(Err(_)) | Err(_) => {
-                    self.forget(&address).await;
-                    unanswered.push(address);
+                        };
+                        found.entry(address.clone()).or_insert(node);
+                    }
+                    unanswered.insert(address.clone(), why);
                 }
             }
         }
-        // A `--redis` node that answered nothing is reported down; one of the last topology
-        // that the cluster no longer lists has left it.
-        for address in unanswered {
-            if seeds.contains(&address) || !cluster_read {
-                found.entry(address.clone()).or_insert(Node {
-                    address,
-                    reads_sales: true,
-                });
-            }
-        }
-        found.into_values().collect()
+        (found.into_values().collect(), unanswered)
     }
 
     /// `CLUSTER NODES` on `address`: None when the node is not in cluster mode.

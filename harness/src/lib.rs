@@ -57,7 +57,8 @@ pub fn free_port() -> u16 {
     }
 }
 
-fn fresh_dir() -> PathBuf {
+/// A new empty directory under the system's temp dir, named by this process and a counter.
+pub fn fresh_dir() -> PathBuf {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let dir = std::env::temp_dir().join(format!(
         "seckill-test-{}-{}",
