@@ -12,7 +12,7 @@ export REDIS_SERVER REDIS_CLI
 
 
 .PHONY: venv-redis5
-.PHONY: all deps build run cluster cluster-stop bench-scale test recipes faults faults-test test-valkey test-valkey9 test-redis8 test-servers test-pypi unit demo bench soak fmt lint clean venv examples
+.PHONY: all deps build run exporter monitoring-test cluster cluster-stop bench-scale test recipes faults faults-test test-valkey test-valkey9 test-redis8 test-servers test-pypi unit demo bench soak fmt lint clean venv examples
 
 all: build
 
@@ -36,9 +36,18 @@ deps:
 
 build: deps
 	cargo build --release
+	cargo build --release -p seckill-exporter
 
 run: build
+	@echo "watch it live: make exporter (in another terminal), then http://127.0.0.1:9799/"
 	$(REDIS_SERVER) --port $(PORT) --bind 127.0.0.1 --loadmodule $(MODULE)
+
+# Prometheus metrics and the live page of the sales on the server of `make run`
+# (EXPORTER_REDIS=redis://HOST:PORT for another, or any node of a cluster).
+EXPORTER_REDIS ?= redis://127.0.0.1:$(PORT)
+EXPORTER_LISTEN ?= 127.0.0.1:9799
+exporter: build
+	./target/release/seckill-exporter --redis $(EXPORTER_REDIS) --listen $(EXPORTER_LISTEN)
 
 # A local Redis Cluster with the module: 3 masters and 3 replicas on ports 7000-7005
 # (CLUSTER_PORT=...), data in .cluster/ (CLUSTER_DIR=...); `make cluster-stop` ends it.
@@ -55,9 +64,10 @@ cluster-stop:
 # A virtual environment (ignored by git) with redis-py for the Python examples, matplotlib
 # for the benchmark chart, and the Python client package (editable) with pytest for its tests.
 venv:
-	@if ! $(VENV)/bin/python -c "import redis, matplotlib, pytest, mypy, seckill" >/dev/null 2>&1; then \
+	@if ! $(VENV)/bin/python -c "import redis, matplotlib, pytest, mypy, seckill, selenium" >/dev/null 2>&1; then \
 	  [ -x $(VENV)/bin/python ] || python3 -m venv $(VENV) || { echo "python3 -m venv failed: apt-get install python3-venv"; exit 1; }; \
-	  $(VENV)/bin/pip install --quiet -r examples/python/requirements.txt -r bench/requirements.txt -e 'clients/python[test]'; \
+	  $(VENV)/bin/pip install --quiet -r examples/python/requirements.txt -r bench/requirements.txt \
+	    -r exporter/tests/browser/requirements.txt -e 'clients/python[test]'; \
 	fi
 
 examples: deps
@@ -82,8 +92,20 @@ test: build venv examples
 	  $(MAKE) --no-print-directory venv-redis5 && \
 	  echo "redis-py $$($(VENV_REDIS5)/bin/python -c 'import redis; print(redis.__version__)') under RESP2:" && \
 	  SECKILL_RESP=2 $(VENV_REDIS5)/bin/python -m pytest -q clients/python/tests && \
-	  $(MAKE) --no-print-directory recipes faults-test; \
+	  $(MAKE) --no-print-directory recipes faults-test monitoring-test; \
 	fi
+
+# The exporter against a real Prometheus (Debian's `prometheus`: promtool checks the config and
+# the alert rules, runs their unit tests) and its live page in a real browser (Debian's
+# `chromium` and `chromium-driver`, driven by Selenium): once per CI run, not once per server.
+monitoring-test: build venv
+	@for tool in prometheus promtool chromium chromedriver; do command -v $$tool >/dev/null 2>&1 || { \
+	  echo "$$tool is missing: apt-get install -y prometheus chromium chromium-driver"; exit 1; }; done
+	promtool check config monitoring/prometheus.yml
+	promtool check rules monitoring/alerts.yml
+	cd monitoring && promtool test rules alerts_test.yml
+	cargo test --release -p seckill-exporter --test prometheus -- --ignored
+	$(VENV)/bin/python -m pytest -q exporter/tests/browser
 
 # docs/any-client.md's recipes (Node.js: ioredis and node-redis pinned by package-lock.json;
 # Go: redigo from Debian's packages, skipped with a message without them; plain redis-py)
