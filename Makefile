@@ -158,6 +158,7 @@ bench: build venv examples
 	./target/release/examples/bench_room
 	./target/release/examples/bench_durability
 	./target/release/examples/bench_waiting
+	./target/release/examples/bench_exporter
 
 # The long versions of the reliability cases (tests/reliability.rs, tests/hostile_input.rs),
 # one at a time; each async topology case of tests/cluster.rs 20 times in a row, every run
