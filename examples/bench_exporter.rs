@@ -4,14 +4,13 @@
 //! `redis-benchmark` with and without a scrape every second, in interleaved rounds. Writes
 //! bench/results/exporter.md.
 
-use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use seckill_harness::{Server, commandstat, free_port, redis_benchmark_try, wait_until};
+use seckill_harness::{Server, commandstat, free_port, http, redis_benchmark_try, wait_until};
 
 const SALES: usize = 10_000;
 const SCRAPES: usize = 5;
@@ -20,14 +19,8 @@ const TRIES: usize = 200_000;
 
 fn scrape(address: &str) -> (Duration, usize) {
     let started = Instant::now();
-    let mut stream = TcpStream::connect(address).expect("the exporter");
-    write!(
-        stream,
-        "GET /metrics HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut body = String::new();
-    stream.read_to_string(&mut body).unwrap();
+    let (status, body) = http::request(address, "GET", "/metrics").expect("the exporter");
+    assert_eq!(status, 200, "{body}");
     let sales = body
         .lines()
         .filter(|l| l.starts_with("seckill_sale_stock{"))

@@ -9,7 +9,7 @@ use seckill_client::{FlashSale, PartitionedSale};
 use seckill_harness::topology::{cluster_con, owner_of, urls};
 use seckill_harness::{Server, start_cluster_with_replicas};
 use std::collections::HashMap;
-use std::io::{BufRead, Read, Write};
+use std::io::{BufRead, Read};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -77,21 +77,7 @@ fn stop_service(mut service: Service) {
 
 /// One HTTP/1.1 request on a fresh connection: the status code and the body.
 fn http(address: &str, method: &str, path: &str) -> (u16, String) {
-    let mut stream = std::net::TcpStream::connect(address).expect("connect");
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {response:?}"));
-    let body = response.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
-    (status, body)
+    seckill_harness::http::request(address, method, path).expect("an HTTP answer")
 }
 
 /// What the buyers were told, per user: the last answer, whether any answer was "outcome

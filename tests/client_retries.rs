@@ -3,8 +3,7 @@
 //! when cut half way, and names a server without the module.
 
 use seckill_client::{Error, FlashSale, PartitionedSale, RetryPolicy, SaleSpec, Session, TryReply};
-use seckill_harness::{Server, busy_spells, free_port, int, server_binary, wait_until};
-use std::process::{Child, Command, Stdio};
+use seckill_harness::{PlainServer, Server, busy_spells, int, wait_until};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
@@ -159,50 +158,20 @@ fn a_create_cut_half_way_gives_its_name_back() {
     assert_eq!(sale.info(&mut con).unwrap().remaining, 8);
 }
 
-/// A redis-server without the module, on a free port; killed when dropped.
-struct Plain(Child, u16);
-
-impl Drop for Plain {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn a_server_without_the_module_is_named_before_any_write() {
-    let port = free_port();
-    let plain = Plain(
-        Command::new(server_binary())
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-            ])
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-        port,
-    );
-    let url = format!("redis://127.0.0.1:{}/", plain.1);
-    let mut con = None;
-    wait_until(Duration::from_secs(10), "the plain server", || {
-        con = redis::Client::open(url.as_str())
-            .and_then(|c| c.get_connection())
-            .ok();
-        con.is_some()
-    });
-    let mut con = con.unwrap();
+    let plain = PlainServer::start();
+    let mut con = redis::Client::open(plain.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
     match PartitionedSale::create(&mut con, "nomodule", &SaleSpec::new(10, 2)) {
         Err(e @ Error::ModuleMissing) => assert!(e.to_string().contains("--loadmodule")),
         other => panic!("{:?}", other.map(|s| s.name().to_string())),
     }
     // A lock too (it said "unknown command" before 0.9).
     let lock =
-        seckill_client::Lock::new(redis::Client::open(url.as_str()).unwrap(), "lock:x", 1_000);
+        seckill_client::Lock::new(redis::Client::open(plain.url()).unwrap(), "lock:x", 1_000);
     let held = lock.unwrap().hold(0).err();
     assert!(matches!(held, Some(Error::ModuleMissing)), "{held:?}");
     let keys: i64 = redis::cmd("DBSIZE").query(&mut con).unwrap();

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use seckill_client::{ClusterSession, FlashSale, PartitionedSale, SaleSpec};
 use seckill_harness::buyers::builder;
-use seckill_harness::{Server, call, field, int, ok, start_cluster, wait_until};
-use support::{BareServer, Exporter, Prometheus, dashboard_queries, sample};
+use seckill_harness::{PlainServer, Server, call, field, int, ok, start_cluster, wait_until};
+use support::{Exporter, Prometheus, dashboard_queries, sample};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -189,7 +189,7 @@ fn a_partitioned_sale_on_a_cluster_under_load_sums_by_sale() {
 fn bad_input_never_fails_a_scrape() {
     let shop = Server::start();
     let frozen = Server::start();
-    let bare = BareServer::start();
+    let bare = PlainServer::start();
     let mut con = shop.con();
     // Keys of any bytes: quotes, a newline, a backslash, bytes that are not UTF-8.
     let odd: &[u8] = b"we\"ird\nkey\\ \xff\xfe";

@@ -4,6 +4,7 @@
 //! faults on top; `buyers` times a partitioned sale's buyers through a fault.
 
 pub mod buyers;
+pub mod http;
 pub mod invariants;
 pub mod seeded;
 pub mod topology;
@@ -575,6 +576,46 @@ pub fn start_cluster_node(extra: &[&str]) -> Server {
         args.extend(["--cluster-node-timeout", "5000"]);
     }
     Server::start_with(&args)
+}
+
+/// A server without the module (to show what a client says of one), killed when dropped.
+pub struct PlainServer {
+    pub port: u16,
+    child: Child,
+}
+
+impl PlainServer {
+    pub fn start() -> PlainServer {
+        let port = free_port();
+        let child = Command::new(server_binary())
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+            ])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start redis-server");
+        let server = PlainServer { port, child };
+        wait_until(Duration::from_secs(30), "the plain server", || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        server
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+}
+
+impl Drop for PlainServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// How many public commands the module registers (docs/commands.md lists each): one number for

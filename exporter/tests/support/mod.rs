@@ -3,8 +3,6 @@
 
 #![allow(dead_code)] // each test file uses its part
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -14,43 +12,7 @@ use serde_json::Value;
 
 /// `GET path` on `address` (HOST:PORT): the status and the body.
 pub fn http_get(address: &str, path: &str) -> std::io::Result<(u16, String)> {
-    let mut stream = TcpStream::connect(address)?;
-    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw)?;
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        unchunk(body)
-    } else {
-        body.to_string()
-    };
-    Ok((status, body))
-}
-
-fn unchunk(mut body: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = body.split_once("\r\n") {
-        let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if size == 0 || rest.len() < size {
-            break;
-        }
-        out.push_str(&rest[..size]);
-        body = rest[size..].trim_start_matches("\r\n");
-    }
-    out
+    seckill_harness::http::request(address, "GET", path)
 }
 
 pub fn percent_encode(text: &str) -> String {
@@ -62,47 +24,6 @@ pub fn percent_encode(text: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
-}
-
-/// A redis-server without the module.
-pub struct BareServer {
-    pub port: u16,
-    child: Child,
-}
-
-impl BareServer {
-    pub fn start() -> BareServer {
-        let port = free_port();
-        let child = Command::new(seckill_harness::server_binary())
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-            ])
-            .args(["--appendonly", "no"])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("start redis-server");
-        let server = BareServer { port, child };
-        wait_until(Duration::from_secs(30), "the bare server", || {
-            TcpStream::connect(("127.0.0.1", port)).is_ok()
-        });
-        server
-    }
-
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-}
-
-impl Drop for BareServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// The repository's root (the exporter's crate is one folder down).
