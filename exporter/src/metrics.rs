@@ -221,20 +221,24 @@ pub fn families(nodes: &[NodeReading], seconds: f64) -> Vec<Family> {
     for (field, name, help) in GAUGES {
         out.push(node_family(&read, name, Kind::Gauge, help, field));
     }
-    // A key seen on two nodes (a slot moving while the scrape ran) is exported once.
+    // Each sale's label text made once, not once per family; a key
+    // seen on two nodes (a slot moving while the scrape ran) is exported once.
     let mut seen = HashSet::new();
-    let sales: Vec<&SaleReading> = read
+    let sales: Vec<(&SaleReading, (String, String))> = read
         .iter()
         .flat_map(|n| &n.sales)
-        .filter(|s| seen.insert(sale_labels(s)))
+        .map(|s| (s, sale_labels(s)))
+        .filter(|(_, labels)| seen.insert(labels.clone()))
         .collect();
     for (name, help, value) in SALE_GAUGES {
         let mut family = Family::new(name, Kind::Gauge, help);
-        for sale in &sales {
+        for (sale, (sale_label, partition)) in &sales {
             if let Some(v) = value(sale) {
-                let (sale_label, partition) = sale_labels(sale);
                 family.sample(
-                    vec![("sale", sale_label), ("partition", partition)],
+                    vec![
+                        ("sale", sale_label.clone()),
+                        ("partition", partition.clone()),
+                    ],
                     v as f64,
                 );
             }

@@ -183,8 +183,9 @@ mod tests {
         )
     }
 
-    fn sale_fields(extra: &[(&str, Value)]) -> Vec<(&'static str, Value)> {
-        let mut fields: Vec<(&str, Value)> = vec![
+    /// A plain sale's fields, with `extra` replacing or adding fields.
+    fn sale_fields(extra: &[(&'static str, Value)]) -> Vec<(&'static str, Value)> {
+        let mut fields: Vec<(&'static str, Value)> = vec![
             ("stock", Value::Int(100)),
             ("remaining", Value::Int(60)),
             ("sold", Value::Int(30)),
@@ -197,14 +198,7 @@ mod tests {
             ("partition", Value::Nil),
         ];
         for (name, value) in extra {
-            let name: &'static str = match *name {
-                "manifest" => "manifest",
-                "partition" => "partition",
-                "waiting" => "waiting",
-                "admitted" => "admitted",
-                _ => unreachable!(),
-            };
-            fields.retain(|(n, _)| *n != name);
+            fields.retain(|(n, _)| n != name);
             fields.push((name, value.clone()));
         }
         fields
@@ -246,10 +240,9 @@ mod tests {
             ("partition", Value::Int(3)),
             ("waiting", Value::Int(40)),
             ("admitted", Value::Int(5)),
+            ("sold_out", Value::Boolean(true)),
         ]);
-        let mut map: Vec<(Value, Value)> = fields.into_iter().map(|(n, v)| (bulk(n), v)).collect();
-        map.retain(|(n, _)| *n != bulk("sold_out"));
-        map.push((bulk("sold_out"), Value::Boolean(true)));
+        let map = fields.into_iter().map(|(n, v)| (bulk(n), v)).collect();
         let sale = SaleReading::from_reply(b"p3".to_vec(), Value::Map(map)).unwrap();
         assert_eq!(sale.partition, Some((b"shoes".to_vec(), 3)));
         assert_eq!(

@@ -12,16 +12,10 @@ use std::time::{Duration, Instant};
 
 use seckill_client::{ClusterSession, FlashSale, PartitionedSale, SaleSpec};
 use seckill_harness::buyers::builder;
-use seckill_harness::{PlainServer, Server, call, field, int, ok, start_cluster, wait_until};
+use seckill_harness::{PlainServer, Server, call, field, int, ok, start_cluster};
 use support::{Exporter, Prometheus, dashboard_queries, sample};
 
 const WAIT: Duration = Duration::from_secs(60);
-
-fn remaining_by_sale(prometheus: &Prometheus, sale: &str) -> Option<i64> {
-    let query = format!("sum by (sale) (seckill_sale_remaining{{sale=\"{sale}\"}})");
-    let result = prometheus.query(&query);
-    result.first()?["value"][1].as_str()?.parse().ok()
-}
 
 #[test]
 #[ignore = "a real Prometheus: run once per CI run by make monitoring-test"]
@@ -75,13 +69,7 @@ fn prometheus_sees_every_sale_and_each_alert_fires_in_its_scenario() {
     buyer.join().unwrap();
     for sale in ["gone", "room", "busy"] {
         let told = field(&mut con, &["SECKILL.INFO", sale], "remaining");
-        wait_until(WAIT, &format!("{sale}'s remaining in Prometheus"), || {
-            let seen = remaining_by_sale(&prometheus, sale) == Some(told);
-            if !seen {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            seen
-        });
+        prometheus.wait_for_remaining(sale, told);
     }
     assert!(field(&mut con, &["SECKILL.INFO", "busy"], "remaining") < 1000);
 
@@ -175,13 +163,7 @@ fn a_partitioned_sale_on_a_cluster_under_load_sums_by_sale() {
     }
     let told = sale.info(&mut session).unwrap().remaining as i64;
     assert!(told < 3_000);
-    wait_until(WAIT, "the sum by sale to meet SECKILL.INFO's", || {
-        let seen = remaining_by_sale(&prometheus, "shoes") == Some(told);
-        if !seen {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        seen
-    });
+    prometheus.wait_for_remaining("shoes", told);
 }
 
 #[test]

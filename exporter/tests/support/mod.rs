@@ -167,18 +167,27 @@ impl Prometheus {
 
     /// Waits until alert `name` is pending or firing with `label` = `value`.
     pub fn wait_for_alert(&self, name: &str, label: &str, value: &str) {
-        wait_until(
-            Duration::from_secs(60),
+        poll(
             &format!("{name} {{{label}=\"{value}\"}} pending or firing"),
             || {
-                let found = self
-                    .alerts()
+                self.alerts()
                     .iter()
-                    .any(|(n, labels, _)| n == name && labels[label] == value);
-                if !found {
-                    std::thread::sleep(Duration::from_millis(200));
-                }
-                found
+                    .any(|(n, labels, _)| n == name && labels[label] == value)
+            },
+        );
+    }
+
+    /// Waits until `sum by (sale) (seckill_sale_remaining)` of `sale` is `units`.
+    pub fn wait_for_remaining(&self, sale: &str, units: i64) {
+        let query = format!("sum by (sale) (seckill_sale_remaining{{sale=\"{sale}\"}})");
+        poll(
+            &format!("{sale}'s remaining at {units} in Prometheus"),
+            || {
+                let result = self.query(&query);
+                let seen = result
+                    .first()
+                    .and_then(|r| r["value"][1].as_str()?.parse().ok());
+                seen == Some(units)
             },
         );
     }
@@ -194,6 +203,17 @@ impl Drop for Prometheus {
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Polls `condition` every 100 ms (each poll is an HTTP query) until it holds, 60 s at most.
+pub fn poll(what: &str, mut condition: impl FnMut() -> bool) {
+    wait_until(Duration::from_secs(60), what, || {
+        let held = condition();
+        if !held {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        held
+    });
 }
 
 /// Every PromQL query of the shipped Grafana dashboard.
