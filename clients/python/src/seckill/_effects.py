@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Generator, Tuple, TypeVar, Union
+from contextlib import nullcontext
+from typing import Any, Callable, ContextManager, Generator, Tuple, TypeVar, Union
 
 import redis
 
@@ -103,16 +104,19 @@ def run(operation: Operation[T], client: Any) -> T:
     return drive(operation, lambda effect: perform(client, effect))
 
 
-def drive(operation: Generator[Any, Any, T], perform_one: Callable[[Any], Any]) -> T:
+def drive(operation: Generator[Any, Any, T], perform_one: Callable[[Any], Any],
+          held: ContextManager[Any] = nullcontext()) -> T:
     """Runs ``operation`` to its end, each effect it yields done by ``perform_one`` (its result
-    sent back in, its error thrown in)."""
+    sent back in, its error thrown in). ``held`` (a lock) is held while the operation's own
+    code runs and released while an effect is done: other threads read the state it changes."""
     reply: Any = None
     failure: BaseException | None = None
     while True:
-        try:
-            effect = operation.send(reply) if failure is None else operation.throw(failure)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+        with held:
+            try:
+                effect = operation.send(reply) if failure is None else operation.throw(failure)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
         reply, failure = None, None
         try:
             reply = perform_one(effect)

@@ -16,7 +16,7 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from . import _waiting
-from ._effects import Operation, perform, run
+from ._effects import Operation, drive, perform, run
 from ._waiting import Follower, Place, Waiter
 from .info import User
 
@@ -113,19 +113,7 @@ def settle_step(follower: Follower, schedule: Schedule, asking: bool, on_resync:
 def drive_locked(operation: Operation[Any], client: Any, lock: Any) -> Any:
     """``_effects.run`` with ``lock`` held while the operation runs and released while its
     effects (the calls) do: the waiters' threads read the state the operation changes."""
-    reply: Any = None
-    failure: Optional[BaseException] = None
-    while True:
-        with lock:
-            try:
-                effect = operation.send(reply) if failure is None else operation.throw(failure)
-            except StopIteration as done:
-                return done.value
-        reply, failure = None, None
-        try:
-            reply = perform(client, effect)
-        except BaseException as error:  # noqa: BLE001 - thrown into the operation
-            failure = error
+    return drive(operation, lambda effect: perform(client, effect), held=lock)
 
 
 class Reader:
