@@ -61,34 +61,32 @@ async def one_sale(n: int, way: str) -> Tuple[float, float, float, float, float,
             await asyncio.sleep(0.05)
             lag[0] = max(lag[0], time.monotonic() - before - 0.05)
 
-    def ended(user: str, since: float, place: int) -> None:
+    async def told(user: str, since: float, place: int) -> Tuple[float, bool]:
+        """A page told ``place``: since when it waits (its first place), and whether its wait
+        is over (its turn, then its purchase, or the sell-out)."""
+        if not since:
+            since = time.monotonic()
+            joined.append(since)
+        if place != 0 and place != SOLD_OUT:
+            return since, False
         waiting_s.append(time.monotonic() - since)
         if place == 0:
             noticed[user] = time.time()
+            await sale.try_buy(user)
+        return since, True
 
     async def streamed(user: str) -> None:
         since = 0.0
         async for place in sale.wait_for_turn(user):
-            if not since:
-                since = time.monotonic()
-                joined.append(since)
-            if place == 0 or place == SOLD_OUT:
-                ended(user, since, place)
-                if place == 0:
-                    await sale.try_buy(user)
+            since, over = await told(user, since, place)
+            if over:
                 return
 
     async def polling(user: str) -> None:
         since = 0.0
         while True:
-            place = await sale.join(user)
-            if not since:
-                since = time.monotonic()
-                joined.append(since)
-            if place == 0 or place == SOLD_OUT:
-                ended(user, since, place)
-                if place == 0:
-                    await sale.try_buy(user)
+            since, over = await told(user, since, await sale.join(user))
+            if over:
                 return
             await asyncio.sleep(1.0)
 
