@@ -203,14 +203,20 @@ impl Scraper {
         if let Some(con) = self.connections.lock().await.get(address) {
             return Ok(con.clone());
         }
-        let (host, port) = address
-            .rsplit_once(':')
-            .and_then(|(h, p)| Some((h.to_string(), p.parse::<u16>().ok()?)))
-            .ok_or_else(|| format!("not HOST:PORT: {address}"))?;
-        // A discovered node is reached with the first --redis node's settings (user, password).
-        let info = self.seeds[0]
-            .clone()
-            .set_addr(ConnectionAddr::Tcp(host, port));
+        // A `--redis` node with its own settings; a discovered node with the first one's (user,
+        // password).
+        let info = match self.seeds.iter().find(|seed| address_of(seed) == address) {
+            Some(seed) => seed.clone(),
+            None => {
+                let (host, port) = address
+                    .rsplit_once(':')
+                    .and_then(|(h, p)| Some((h.to_string(), p.parse::<u16>().ok()?)))
+                    .ok_or_else(|| format!("not HOST:PORT: {address}"))?;
+                self.seeds[0]
+                    .clone()
+                    .set_addr(ConnectionAddr::Tcp(host, port))
+            }
+        };
         let client = Client::open(info).map_err(|e| e.to_string())?;
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(CONNECT_TIMEOUT))

@@ -241,3 +241,26 @@ fn bad_input_never_fails_a_scrape() {
         String::from_utf8_lossy(&checked.stderr)
     );
 }
+
+#[test]
+#[ignore = "the exporter's tests run once per CI run, by make monitoring-test"]
+fn each_redis_node_is_reached_with_its_own_password() {
+    let servers = [Server::start(), Server::start()];
+    let mut urls = Vec::new();
+    for (n, server) in servers.iter().enumerate() {
+        let password = format!("secret{n}");
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("requirepass")
+            .arg(&password)
+            .query(&mut server.con())
+            .unwrap();
+        urls.push(format!("redis://:{password}@127.0.0.1:{}/", server.port));
+    }
+    let exporter = Exporter::start(&urls, &[]);
+    let text = exporter.metrics();
+    for server in &servers {
+        let series = format!("seckill_up{{instance=\"127.0.0.1:{}\"}}", server.port);
+        assert_eq!(sample(&text, &series), Some(1.0), "{series}");
+    }
+}
