@@ -196,6 +196,8 @@ fmt:
 lint: venv
 	cargo fmt --all --check
 	cargo clippy --release --workspace --all-targets -- -D warnings
+	# The client without its optional features, as most applications build it.
+	cargo clippy --release -p seckill-client --all-targets -- -D warnings
 	$(VENV)/bin/python -m mypy --strict clients/python/src/seckill
 	PYTHONPATH=tools $(VENV)/bin/python -m mypy --strict tools/faults
 

@@ -237,12 +237,14 @@ macro_rules! impl_async_flash_sale {
                 con: &mut C,
                 user: impl AsRef<[u8]> + Send,
             ) -> Result<bool> {
-                self.0
-                    .confirm_on(
+                crate::observe::observed(
+                    "confirm",
+                    self.0.confirm_on(
                         &mut Tokio::within(con, self.0.retry_policy().deadline),
                         user.as_ref(),
-                    )
-                    .await
+                    ),
+                )
+                .await
             }
 
             async fn cancel<C: ConnectionLike + Send>(
@@ -251,13 +253,15 @@ macro_rules! impl_async_flash_sale {
                 user: impl AsRef<[u8]> + Send,
                 qty: Option<u64>,
             ) -> Result<u64> {
-                self.0
-                    .cancel_on(
+                crate::observe::observed(
+                    "cancel",
+                    self.0.cancel_on(
                         &mut Tokio::within(con, self.0.retry_policy().deadline),
                         user.as_ref(),
                         qty,
-                    )
-                    .await
+                    ),
+                )
+                .await
             }
 
             async fn restock<C: ConnectionLike + Send>(
@@ -265,12 +269,14 @@ macro_rules! impl_async_flash_sale {
                 con: &mut C,
                 units: u64,
             ) -> Result<()> {
-                self.0
-                    .restock_on(
+                crate::observe::observed(
+                    "restock",
+                    self.0.restock_on(
                         &mut Tokio::within(con, self.0.retry_policy().deadline),
                         units,
-                    )
-                    .await
+                    ),
+                )
+                .await
             }
 
             async fn bought<C: ConnectionLike + Send>(
@@ -278,12 +284,14 @@ macro_rules! impl_async_flash_sale {
                 con: &mut C,
                 user: impl AsRef<[u8]> + Send,
             ) -> Result<u64> {
-                self.0
-                    .bought_on(
+                crate::observe::observed(
+                    "bought",
+                    self.0.bought_on(
                         &mut Tokio::within(con, self.0.retry_policy().deadline),
                         user.as_ref(),
-                    )
-                    .await
+                    ),
+                )
+                .await
             }
 
             async fn join<C: ConnectionLike + Send>(
@@ -291,12 +299,14 @@ macro_rules! impl_async_flash_sale {
                 con: &mut C,
                 user: impl AsRef<[u8]> + Send,
             ) -> Result<i64> {
-                self.0
-                    .join_on(
+                crate::observe::observed(
+                    "join",
+                    self.0.join_on(
                         &mut Tokio::within(con, self.0.retry_policy().deadline),
                         user.as_ref(),
-                    )
-                    .await
+                    ),
+                )
+                .await
             }
 
             async fn position<C: ConnectionLike + Send>(
@@ -304,12 +314,14 @@ macro_rules! impl_async_flash_sale {
                 con: &mut C,
                 user: impl AsRef<[u8]> + Send,
             ) -> Result<Option<i64>> {
-                self.0
-                    .position_on(
+                crate::observe::observed(
+                    "position",
+                    self.0.position_on(
                         &mut Tokio::within(con, self.0.retry_policy().deadline),
                         user.as_ref(),
-                    )
-                    .await
+                    ),
+                )
+                .await
             }
 
             async fn leave<C: ConnectionLike + Send>(
@@ -317,12 +329,14 @@ macro_rules! impl_async_flash_sale {
                 con: &mut C,
                 user: impl AsRef<[u8]> + Send,
             ) -> Result<bool> {
-                self.0
-                    .leave_on(
+                crate::observe::observed(
+                    "leave",
+                    self.0.leave_on(
                         &mut Tokio::within(con, self.0.retry_policy().deadline),
                         user.as_ref(),
-                    )
-                    .await
+                    ),
+                )
+                .await
             }
 
             async fn place<C: ConnectionLike + Send>(
@@ -330,24 +344,32 @@ macro_rules! impl_async_flash_sale {
                 con: &mut C,
                 user: impl AsRef<[u8]> + Send,
             ) -> Result<Option<crate::Place>> {
-                self.0
-                    .place_on(
+                crate::observe::observed(
+                    "place",
+                    self.0.place_on(
                         &mut Tokio::within(con, self.0.retry_policy().deadline),
                         user.as_ref(),
-                    )
-                    .await
+                    ),
+                )
+                .await
             }
 
             async fn admit<C: ConnectionLike + Send>(&self, con: &mut C, n: u64) -> Result<u64> {
-                self.0
-                    .admit_on(&mut Tokio::within(con, self.0.retry_policy().deadline), n)
-                    .await
+                crate::observe::observed(
+                    "admit",
+                    self.0
+                        .admit_on(&mut Tokio::within(con, self.0.retry_policy().deadline), n),
+                )
+                .await
             }
 
             async fn info<C: ConnectionLike + Send>(&self, con: &mut C) -> Result<SaleInfo> {
-                self.0
-                    .info_on(&mut Tokio::within(con, self.0.retry_policy().deadline))
-                    .await
+                crate::observe::observed(
+                    "info",
+                    self.0
+                        .info_on(&mut Tokio::within(con, self.0.retry_policy().deadline)),
+                )
+                .await
             }
 
             async fn buyers<C: ConnectionLike + Send>(&self, con: &mut C) -> Result<Vec<Buyer>> {

@@ -4,6 +4,7 @@
 
 use crate::error::Result;
 use crate::info::{Buyer, SaleEvent, SaleInfo};
+use crate::observe;
 use crate::reply::TryReply;
 use crate::tracking::Cached;
 use redis::ConnectionLike;
@@ -60,30 +61,67 @@ impl Counters {
     }
 }
 
-/// A purchase through the sale's sold-out cache, if it has one: refused with nothing sent
-/// while the sale is marked sold out (and, as nothing was sent, with nothing to wait for:
-/// `(SoldOut, true)`, as a purchase sent again counts no replica); else `server`, and a
-/// SOLD_OUT from it has the cache read the sale before the call returns.
+/// A purchase whose arguments were `checked`, through the sale's sold-out cache, if it has
+/// one: refused with nothing sent while the sale is marked sold out (and, as nothing was sent,
+/// with nothing to wait for: `(SoldOut, true)`, as a purchase sent again counts no replica);
+/// else `server`, and a SOLD_OUT from it has the cache read the sale before the call returns.
+/// Every purchase of both kinds of sale comes here, so here it is counted and timed
+/// (`crate::observe`).
 pub(crate) async fn through_cache(
+    checked: Result<()>,
     cached: Option<&Cached>,
     counters: &Counters,
     server: impl Future<Output = Result<(TryReply, bool)>>,
 ) -> Result<(TryReply, bool)> {
+    let started = observe::start();
+    let outcome = match checked {
+        Ok(()) => refused_or_sent(cached, counters, server).await,
+        Err(error) => Err(error),
+    };
+    let label = match &outcome {
+        Ok((_, Answer::FromCache)) => observe::LOCAL_REFUSAL,
+        Ok((reply, _)) => observe::purchase_outcome(reply),
+        Err(error) => observe::error_outcome(error),
+    };
+    observe::record("try_buy", label, started);
+    outcome.map(|(reply, sent)| (reply, sent != Answer::FirstSend))
+}
+
+/// Where a purchase's answer came from: the sold-out cache, its first send, or a later one.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    FromCache,
+    FirstSend,
+    Resend,
+}
+
+async fn refused_or_sent(
+    cached: Option<&Cached>,
+    counters: &Counters,
+    server: impl Future<Output = Result<(TryReply, bool)>>,
+) -> Result<(TryReply, Answer)> {
     if let Some(cached) = cached
         && cached.refuses()
     {
         counters.local_refusals.fetch_add(1, Ordering::Relaxed);
-        return Ok((TryReply::SoldOut, true));
+        return Ok((TryReply::SoldOut, Answer::FromCache));
     }
     let unreachable_before = counters.unreachable_refusals.load(Ordering::Relaxed);
-    let bought = server.await?;
+    let (reply, retried) = server.await?;
     // A refusal while a partition could not be read proves nothing sold out (and the reads
     // would wait for that partition's master): no reading then.
     let unreachable = counters.unreachable_refusals.load(Ordering::Relaxed) != unreachable_before;
-    if let (Some(cached), TryReply::SoldOut, false) = (cached, &bought.0, unreachable) {
+    if let (Some(cached), TryReply::SoldOut, false) = (cached, &reply, unreachable) {
         cached.learn().await;
     }
-    Ok(bought)
+    Ok((
+        reply,
+        if retried {
+            Answer::Resend
+        } else {
+            Answer::FirstSend
+        },
+    ))
 }
 
 /// A flash sale, one key or partitioned: generic code sells through either. Each call takes
@@ -253,7 +291,10 @@ macro_rules! impl_flash_sale {
                 user: impl AsRef<[u8]>,
             ) -> $crate::Result<bool> {
                 let link = &mut $crate::link::Blocking(con);
-                $crate::link::block_on(self.confirm_on(link, user.as_ref()))
+                $crate::link::block_on($crate::observe::observed(
+                    "confirm",
+                    self.confirm_on(link, user.as_ref()),
+                ))
             }
 
             fn cancel<C: redis::ConnectionLike>(
@@ -263,7 +304,10 @@ macro_rules! impl_flash_sale {
                 qty: Option<u64>,
             ) -> $crate::Result<u64> {
                 let link = &mut $crate::link::Blocking(con);
-                $crate::link::block_on(self.cancel_on(link, user.as_ref(), qty))
+                $crate::link::block_on($crate::observe::observed(
+                    "cancel",
+                    self.cancel_on(link, user.as_ref(), qty),
+                ))
             }
 
             fn restock<C: redis::ConnectionLike>(
@@ -271,7 +315,10 @@ macro_rules! impl_flash_sale {
                 con: &mut C,
                 units: u64,
             ) -> $crate::Result<()> {
-                $crate::link::block_on(self.restock_on(&mut $crate::link::Blocking(con), units))
+                $crate::link::block_on($crate::observe::observed(
+                    "restock",
+                    self.restock_on(&mut $crate::link::Blocking(con), units),
+                ))
             }
 
             fn bought<C: redis::ConnectionLike>(
@@ -280,7 +327,10 @@ macro_rules! impl_flash_sale {
                 user: impl AsRef<[u8]>,
             ) -> $crate::Result<u64> {
                 let link = &mut $crate::link::Blocking(con);
-                $crate::link::block_on(self.bought_on(link, user.as_ref()))
+                $crate::link::block_on($crate::observe::observed(
+                    "bought",
+                    self.bought_on(link, user.as_ref()),
+                ))
             }
 
             fn join<C: redis::ConnectionLike>(
@@ -289,7 +339,10 @@ macro_rules! impl_flash_sale {
                 user: impl AsRef<[u8]>,
             ) -> $crate::Result<i64> {
                 let link = &mut $crate::link::Blocking(con);
-                $crate::link::block_on(self.join_on(link, user.as_ref()))
+                $crate::link::block_on($crate::observe::observed(
+                    "join",
+                    self.join_on(link, user.as_ref()),
+                ))
             }
 
             fn position<C: redis::ConnectionLike>(
@@ -298,7 +351,10 @@ macro_rules! impl_flash_sale {
                 user: impl AsRef<[u8]>,
             ) -> $crate::Result<Option<i64>> {
                 let link = &mut $crate::link::Blocking(con);
-                $crate::link::block_on(self.position_on(link, user.as_ref()))
+                $crate::link::block_on($crate::observe::observed(
+                    "position",
+                    self.position_on(link, user.as_ref()),
+                ))
             }
 
             fn leave<C: redis::ConnectionLike>(
@@ -307,7 +363,10 @@ macro_rules! impl_flash_sale {
                 user: impl AsRef<[u8]>,
             ) -> $crate::Result<bool> {
                 let link = &mut $crate::link::Blocking(con);
-                $crate::link::block_on(self.leave_on(link, user.as_ref()))
+                $crate::link::block_on($crate::observe::observed(
+                    "leave",
+                    self.leave_on(link, user.as_ref()),
+                ))
             }
 
             fn place<C: redis::ConnectionLike>(
@@ -316,19 +375,25 @@ macro_rules! impl_flash_sale {
                 user: impl AsRef<[u8]>,
             ) -> $crate::Result<Option<$crate::Place>> {
                 let link = &mut $crate::link::Blocking(con);
-                $crate::link::block_on(self.place_on(link, user.as_ref()))
+                $crate::link::block_on($crate::observe::observed(
+                    "place",
+                    self.place_on(link, user.as_ref()),
+                ))
             }
 
             fn admit<C: redis::ConnectionLike>(&self, con: &mut C, n: u64) -> $crate::Result<u64> {
                 let link = &mut $crate::link::Blocking(con);
-                $crate::link::block_on(self.admit_on(link, n))
+                $crate::link::block_on($crate::observe::observed("admit", self.admit_on(link, n)))
             }
 
             fn info<C: redis::ConnectionLike>(
                 &self,
                 con: &mut C,
             ) -> $crate::Result<$crate::SaleInfo> {
-                $crate::link::block_on(self.info_on(&mut $crate::link::Blocking(con)))
+                $crate::link::block_on($crate::observe::observed(
+                    "info",
+                    self.info_on(&mut $crate::link::Blocking(con)),
+                ))
             }
 
             fn buyers<C: redis::ConnectionLike>(

@@ -250,7 +250,7 @@ pub(crate) async fn cancel<L: Link>(
         cancel.arg(qty);
     }
     cancel.arg("ID").arg(&attempt);
-    let retrier = &mut Retrier::new(policy, &attempt);
+    let retrier = &mut Retrier::new("cancel", policy, &attempt);
     let returned = retried_and_kept(link, retrier, &cancel, (key, Change::Units), keeping).await?;
     Ok(returned.max(0) as u64)
 }
@@ -576,7 +576,7 @@ mod tests {
             deadline: Duration::from_secs(5),
             ..RetryPolicy::default()
         };
-        let mut retrier = Retrier::new(&policy, "a1");
+        let mut retrier = Retrier::new("test", &policy, "a1");
         let keep = Keep::of(durability, Duration::from_millis(100));
         let keeping = Keeping { keep, replicas };
         block_on(try_buy(link, &mut retrier, ("s", b"u", 1), "a1", keeping))

@@ -66,6 +66,7 @@ mod info;
 mod key;
 mod link;
 mod lock;
+mod observe;
 mod partitioned;
 pub mod protocol;
 mod reply;
@@ -84,6 +85,8 @@ pub use flash_sale::{ClientStats, FlashSale};
 pub use info::{Buyer, PartitionInfo, Place, SaleEvent, SaleInfo};
 pub use key::MAX_USER_BYTES;
 pub use lock::{DEFAULT_REPLICA_TIMEOUT_MS, DEFAULT_TTL_MS, Lock, LockGuard, LockOptions};
+#[cfg(feature = "metrics")]
+pub use observe::describe_metrics;
 pub use partitioned::{CREATE_CLAIM_MS, DEFAULT_SEAL_MS, PartitionedSale};
 pub use protocol::{MAX_PARTITIONS, MIN_MODULE_VERSION};
 pub use reply::TryReply;

@@ -252,7 +252,7 @@ mod tests {
     }
 
     fn run(policy: &RetryPolicy, attempt: &str, link: &mut Scripted) -> Result<i64> {
-        let mut retrier = Retrier::new(policy, attempt);
+        let mut retrier = Retrier::new("test", policy, attempt);
         block_on(query_retried(link, &mut retrier, &redis::cmd("PING")))
     }
 
@@ -318,7 +318,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         // A failure between sends (a borrow) ran nothing of the call.
-        let mut retrier = Retrier::new(&policy, "n3");
+        let mut retrier = Retrier::new("test", &policy, "n3");
         assert!(retrier.backoff_between(io_error()).is_ok());
         assert!(retrier.backoff(refused()).is_ok());
         std::thread::sleep(policy.deadline);

@@ -135,6 +135,8 @@ pub(crate) const MIN_CALL_BOUND: Duration = Duration::from_secs(1);
 
 /// The retries of one call under one attempt id, all within one deadline.
 pub struct Retrier<'a> {
+    /// The call's name in the client metrics (`crate::observe`): "try_buy", "cancel".
+    operation: &'static str,
     policy: &'a RetryPolicy,
     attempt_id: &'a str,
     start: Instant,
@@ -143,8 +145,13 @@ pub struct Retrier<'a> {
 }
 
 impl<'a> Retrier<'a> {
-    pub fn new(policy: &'a RetryPolicy, attempt_id: &'a str) -> Retrier<'a> {
+    pub fn new(
+        operation: &'static str,
+        policy: &'a RetryPolicy,
+        attempt_id: &'a str,
+    ) -> Retrier<'a> {
         Retrier {
+            operation,
             policy,
             attempt_id,
             start: Instant::now(),
@@ -205,6 +212,7 @@ impl<'a> Retrier<'a> {
                 }
             });
         }
+        crate::observe::retried(self.operation);
         Ok(wait)
     }
 }

@@ -238,10 +238,11 @@ impl PartitionedSale {
         qty: u64,
         (attempt, kept): (Option<&str>, bool),
     ) -> Result<(TryReply, bool)> {
-        key::check_call(user, Some(qty))?;
-        key::check_attempt_id(attempt)?;
+        let checked =
+            key::check_call(user, Some(qty)).and_then(|()| key::check_attempt_id(attempt));
         let server = self.buy_on_server(link, user, qty, (attempt, kept));
-        crate::flash_sale::through_cache(self.cached.as_ref(), &self.counters, server).await
+        crate::flash_sale::through_cache(checked, self.cached.as_ref(), &self.counters, server)
+            .await
     }
 
     async fn buy_on_server<L: Link>(
@@ -255,7 +256,7 @@ impl PartitionedSale {
         self.counters.tries.fetch_add(1, Ordering::Relaxed);
         let _turn = self.turns.take(user).await;
         let attempt = attempt.map_or_else(key::new_attempt_id, str::to_string);
-        let mut retrier = Retrier::new(&self.retry, &attempt);
+        let mut retrier = Retrier::new("try_buy", &self.retry, &attempt);
         let mut borrows = 0;
         loop {
             let key = &self.keys[partition];
