@@ -64,10 +64,10 @@ cluster-stop:
 # A virtual environment (ignored by git) with redis-py for the Python examples, matplotlib
 # for the benchmark chart, and the Python client package (editable) with pytest for its tests.
 venv:
-	@if ! $(VENV)/bin/python -c "import redis, matplotlib, pytest, mypy, seckill, selenium" >/dev/null 2>&1; then \
+	@if ! $(VENV)/bin/python -c "import redis, matplotlib, pytest, mypy, seckill, selenium, prometheus_client" >/dev/null 2>&1; then \
 	  [ -x $(VENV)/bin/python ] || python3 -m venv $(VENV) || { echo "python3 -m venv failed: apt-get install python3-venv"; exit 1; }; \
 	  $(VENV)/bin/pip install --quiet -r examples/python/requirements.txt -r bench/requirements.txt \
-	    -r exporter/tests/browser/requirements.txt -e 'clients/python[test]'; \
+	    -r exporter/tests/browser/requirements.txt -e 'clients/python[test,metrics]'; \
 	fi
 
 examples: deps
@@ -80,9 +80,9 @@ CLIENT_MATRIX ?= 1
 VENV_REDIS5 := $(CURDIR)/.venv-redis5
 
 venv-redis5:
-	@if ! $(VENV_REDIS5)/bin/python -c "import redis, pytest, seckill; assert redis.__version__.startswith('5.')" >/dev/null 2>&1; then \
+	@if ! $(VENV_REDIS5)/bin/python -c "import redis, pytest, seckill, prometheus_client; assert redis.__version__.startswith('5.')" >/dev/null 2>&1; then \
 	  [ -x $(VENV_REDIS5)/bin/python ] || python3 -m venv $(VENV_REDIS5) || { echo "python3 -m venv failed: apt-get install python3-venv"; exit 1; }; \
-	  $(VENV_REDIS5)/bin/pip install --quiet 'redis>=5,<6' -e 'clients/python[test]'; \
+	  $(VENV_REDIS5)/bin/pip install --quiet 'redis>=5,<6' -e 'clients/python[test,metrics]'; \
 	fi
 
 test: build venv examples

@@ -173,6 +173,26 @@ fn every_call_counts_once_under_its_operation_and_outcome() {
             .unwrap();
         sale_calls!(&sale, &plain, &mut con, .await);
         check(&before, &counts(&snapshotter), "async");
+
+        // A purchase given up by its caller (a timeout around it while the server is paused)
+        // did not learn its outcome: "unknown".
+        let before = counts(&snapshotter);
+        let mut admin = server.con();
+        let _: () = redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(300)
+            .query(&mut admin)
+            .unwrap();
+        let given_up = tokio::time::timeout(
+            Duration::from_millis(20),
+            plain.try_buy(&mut con, "late", 1),
+        );
+        assert!(given_up.await.is_err());
+        let after = counts(&snapshotter);
+        assert_eq!(
+            calls(&after, "try_buy", "unknown") - calls(&before, "try_buy", "unknown"),
+            1
+        );
     });
 
     // A purchase that cannot reach its server is resent until its deadline: its retries count.

@@ -73,7 +73,7 @@ pub(crate) async fn through_cache(
     counters: &Counters,
     server: impl Future<Output = Result<(TryReply, bool)>>,
 ) -> Result<(TryReply, bool)> {
-    let started = observe::start();
+    let observation = observe::Observation::start("try_buy");
     let outcome = match checked {
         Ok(()) => refused_or_sent(cached, counters, server).await,
         Err(error) => Err(error),
@@ -83,7 +83,7 @@ pub(crate) async fn through_cache(
         Ok((reply, _)) => observe::purchase_outcome(reply),
         Err(error) => observe::error_outcome(error),
     };
-    observe::record("try_buy", label, started);
+    observation.finish(label);
     outcome.map(|(reply, sent)| (reply, sent != Answer::FirstSend))
 }
 

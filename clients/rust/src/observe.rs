@@ -43,6 +43,8 @@ pub fn describe_metrics() {
 
 /// The outcome of a call that answered without an error and is not a purchase.
 pub(crate) const OK: &str = "ok";
+/// A call whose outcome its caller did not learn.
+const UNKNOWN: &str = "unknown";
 /// A purchase the sold-out cache refused with nothing sent.
 pub(crate) const LOCAL_REFUSAL: &str = "local_refusal";
 
@@ -63,7 +65,7 @@ pub(crate) fn purchase_outcome(reply: &TryReply) -> &'static str {
 pub(crate) fn error_outcome(error: &Error) -> &'static str {
     match error {
         Error::NotReplicated { .. } => "not_replicated",
-        Error::OutcomeUnknown { .. } => "unknown",
+        Error::OutcomeUnknown { .. } => UNKNOWN,
         Error::Unavailable { .. } => "unavailable",
         Error::Redis(error)
             if error.is_io_error() || error.is_timeout() || error.is_connection_dropped() =>
@@ -74,14 +76,41 @@ pub(crate) fn error_outcome(error: &Error) -> &'static str {
     }
 }
 
-/// A call's start, to time it.
-pub(crate) fn start() -> Instant {
-    Instant::now()
+/// One call being made: recorded once, by [`Observation::finish`], or as "unknown" when the
+/// call's future is dropped before its end (a task cancelled, a timeout around it: it did not
+/// learn its outcome), as the Python package records a cancelled call.
+pub(crate) struct Observation {
+    operation: &'static str,
+    started: Instant,
+    finished: bool,
+}
+
+impl Observation {
+    pub(crate) fn start(operation: &'static str) -> Observation {
+        Observation {
+            operation,
+            started: Instant::now(),
+            finished: false,
+        }
+    }
+
+    pub(crate) fn finish(mut self, outcome: &'static str) {
+        self.finished = true;
+        record(self.operation, outcome, self.started);
+    }
+}
+
+impl Drop for Observation {
+    fn drop(&mut self) {
+        if !self.finished {
+            record(self.operation, UNKNOWN, self.started);
+        }
+    }
 }
 
 /// Counts and times one call that started at `started`.
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-pub(crate) fn record(operation: &'static str, outcome: &'static str, started: Instant) {
+fn record(operation: &'static str, outcome: &'static str, started: Instant) {
     #[cfg(feature = "metrics")]
     {
         let labels = [("operation", operation), ("outcome", outcome)];
@@ -103,13 +132,9 @@ pub(crate) async fn observed<T>(
     operation: &'static str,
     call: impl Future<Output = Result<T>>,
 ) -> Result<T> {
-    let started = start();
+    let observation = Observation::start(operation);
     let result = call.await;
-    record(
-        operation,
-        result.as_ref().map_or_else(error_outcome, |_| OK),
-        started,
-    );
+    observation.finish(result.as_ref().map_or_else(error_outcome, |_| OK));
     result
 }
 

@@ -12,6 +12,7 @@ import redis
 
 from ._args import check_attempt_id, integer, optional_integer, user_id
 from ._durability import ack_timeout_of, durability_of, keep_for
+from ._observe import acked_outcome, observed, purchase_outcome, refused_locally
 from ._effects import Operation, check_client, run
 from ._health import NodeHealth
 from ._node import nodes_of
@@ -77,6 +78,7 @@ class SaleOps:
         if self._sold_out is None or not self._sold_out.refuses(self._cache_id):
             return False
         self._count("local_refusals")
+        refused_locally()
         return True
 
     def _learn(self, code: int) -> "Optional[Future[str]]":
@@ -190,6 +192,7 @@ class FlashSale(SaleOps):
                 return
             nodes_of(self.client).refresh_topology()
 
+    @observed("try_buy", purchase_outcome)
     def try_buy(self, user: User, qty: int = 1, *, attempt_id: Optional[str] = None) -> int:
         """Buys ``qty`` units for ``user``; replies as SECKILL.TRY: the units left (>= 0), or
         SOLD_OUT, OVER_LIMIT, NOT_STARTED, ENDED. A partitioned sale borrows units from its
@@ -217,6 +220,7 @@ class FlashSale(SaleOps):
         self._mark_if_sold_out(code)
         return int(code)
 
+    @observed("try_buy", acked_outcome)
     def try_buy_acked(self, user: User, qty: int = 1, replicas: int = 1, timeout_ms: int = 1_000) -> Tuple[int, int]:
         """``try_buy`` with ``WAIT replicas timeout_ms`` pipelined on one connection to the
         key's master: ``(code, acked)``, acked being how many replicas had the purchase before
@@ -231,12 +235,14 @@ class FlashSale(SaleOps):
         self._mark_if_sold_out(code)
         return int(code), int(acked)
 
+    @observed("confirm")
     def confirm(self, user: User) -> bool:
         """Makes the user's held units final: False if nothing was held; NoHoldsError on a
         sale made without HOLD."""
         self._check(user)
         return bool(self._run(self._confirm_op(user)))
 
+    @observed("cancel")
     def cancel(self, user: User, qty: Optional[int] = None) -> int:
         """Returns ``qty`` of the user's units (all with None); replies the units returned.
         Retried under an attempt id as ``try_buy`` is: never returned twice."""
@@ -244,10 +250,12 @@ class FlashSale(SaleOps):
         with self._turns.take(user):
             return int(self._run(self._cancel_op(user, qty)))
 
+    @observed("restock")
     def restock(self, units: int) -> None:
         """Adds ``units`` (split evenly over the partitions of a partitioned sale)."""
         self._run(self._restock_op(units))
 
+    @observed("join")
     def join(self, user: User) -> int:
         """Puts ``user`` in the sale's waiting room (a sale made with ``queue``) and replies as
         SECKILL.JOIN: its position (>= 1) while it waits, 0 once admitted, SOLD_OUT once the
@@ -255,6 +263,7 @@ class FlashSale(SaleOps):
         self._check(user)
         return int(self._run(self._join_op(user)))
 
+    @observed("position")
     def position(self, user: User) -> Optional[int]:
         """Where ``user`` stands, as ``join`` replies, without joining; None if it never joined."""
         self._check(user)
@@ -284,12 +293,14 @@ class FlashSale(SaleOps):
         return _rooms.wait_for_turn(self.client, self._room_key(user), user, resync_ms, update_ms,
                                     self._on_resync(user))
 
+    @observed("leave")
     def leave(self, user: User) -> bool:
         """Takes ``user`` out of the waiting room (SECKILL.LEAVE): its place, or the unit
         promised to it once admitted, goes to the next. True if it was in the room."""
         self._check(user)
         return bool(self._run(self._leave_op(user)))
 
+    @observed("place")
     def place(self, user: User) -> Optional[Place]:
         """Where ``user`` stands, with its ETA (SECKILL.POSITION ... WITHETA): None when it is
         not in the room (never joined, left, lapsed or dropped)."""
@@ -297,6 +308,7 @@ class FlashSale(SaleOps):
         found: Optional[Place] = self._run(self._place_op(user))
         return found
 
+    @observed("admit")
     def admit(self, n: int) -> int:
         """Admits up to ``n`` users from the head of the waiting room (SECKILL.ADMIT); replies
         how many were (never more than the units left can serve). A partitioned sale splits
@@ -304,11 +316,13 @@ class FlashSale(SaleOps):
         integer("n", n, 1)
         return int(self._run(self._admit_op(n)))
 
+    @observed("bought")
     def bought(self, user: User) -> int:
         """Units ``user`` owns (held or final)."""
         self._check(user)
         return int(self._run(self._bought_op(user)))
 
+    @observed("info")
     def info(self) -> SaleInfo:
         """The sale's totals (a partitioned sale's partitions read one after the other)."""
         info: SaleInfo = self._run(self._info_op())

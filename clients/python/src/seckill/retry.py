@@ -16,6 +16,7 @@ import redis
 
 from ._effects import Effect, Operation, Sleep
 from ._health import NotSentError
+from ._observe import retried
 from .errors import OutcomeUnknownError, UnavailableError
 
 # MOVED and ASK are the redis-py cluster client's to follow; one that reaches the package ran
@@ -101,6 +102,7 @@ class Retrier:
                 raise UnavailableError(self.attempt_id, failure) from failure
             raise OutcomeUnknownError(self.attempt_id, failure) from failure
         self.retries += 1
+        retried()
         return wait
 
 

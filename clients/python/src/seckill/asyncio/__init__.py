@@ -20,6 +20,7 @@ import redis.asyncio
 
 from .. import _key
 from .._durability import keep_of
+from .._observe import acked_outcome, observed, purchase_outcome
 from .._effects import Acquire, Call, Effect, Operation, Release, Sleep, check_client
 from .._node import CLUSTER_CLIENT_SLIPS, LOST_CONNECTION, NodeCall, READ_SENDS, lost_node, read_backoff_s, resend_read, slipped
 from .._tracking import MOVED, STALLED_READING_S
@@ -132,6 +133,7 @@ class FlashSale(SaleOps):
                 return
             await nodes_of(self.client).refresh_topology()
 
+    @observed("try_buy", purchase_outcome)
     async def try_buy(self, user: User, qty: int = 1, *, attempt_id: Optional[str] = None) -> int:
         """See ``seckill.FlashSale.try_buy``."""
         self._check(user, qty=qty)
@@ -143,6 +145,7 @@ class FlashSale(SaleOps):
         await self._mark_if_sold_out(code)
         return int(code)
 
+    @observed("try_buy", acked_outcome)
     async def try_buy_acked(self, user: User, qty: int = 1, replicas: int = 1,
                             timeout_ms: int = 1_000) -> Tuple[int, int]:
         """See ``seckill.FlashSale.try_buy_acked``."""
@@ -154,26 +157,31 @@ class FlashSale(SaleOps):
         await self._mark_if_sold_out(code)
         return int(code), int(acked)
 
+    @observed("confirm")
     async def confirm(self, user: User) -> bool:
         """See ``seckill.FlashSale.confirm``."""
         self._check(user)
         return bool(await self._run(self._confirm_op(user)))
 
+    @observed("cancel")
     async def cancel(self, user: User, qty: Optional[int] = None) -> int:
         """See ``seckill.FlashSale.cancel``."""
         self._check(user, qty=qty)
         async with self._turns.take(user):
             return int(await self._run(self._cancel_op(user, qty)))
 
+    @observed("restock")
     async def restock(self, units: int) -> None:
         """See ``seckill.FlashSale.restock``."""
         await self._run(self._restock_op(units))
 
+    @observed("join")
     async def join(self, user: User) -> int:
         """See ``seckill.FlashSale.join``."""
         self._check(user)
         return int(await self._run(self._join_op(user)))
 
+    @observed("position")
     async def position(self, user: User) -> Optional[int]:
         """See ``seckill.FlashSale.position``."""
         self._check(user)
@@ -190,27 +198,32 @@ class FlashSale(SaleOps):
         return _rooms.wait_for_turn(self.client, self._room_key(user), user, resync_ms, update_ms,
                                     self._on_resync(user))
 
+    @observed("leave")
     async def leave(self, user: User) -> bool:
         """See ``seckill.FlashSale.leave``."""
         self._check(user)
         return bool(await self._run(self._leave_op(user)))
 
+    @observed("place")
     async def place(self, user: User) -> Optional[Place]:
         """See ``seckill.FlashSale.place``."""
         self._check(user)
         found: Optional[Place] = await self._run(self._place_op(user))
         return found
 
+    @observed("admit")
     async def admit(self, n: int) -> int:
         """See ``seckill.FlashSale.admit``."""
         integer("n", n, 1)
         return int(await self._run(self._admit_op(n)))
 
+    @observed("bought")
     async def bought(self, user: User) -> int:
         """See ``seckill.FlashSale.bought``."""
         self._check(user)
         return int(await self._run(self._bought_op(user)))
 
+    @observed("info")
     async def info(self) -> SaleInfo:
         """See ``seckill.FlashSale.info``."""
         info: SaleInfo = await self._run(self._info_op())
