@@ -103,6 +103,12 @@ def start_cluster(workdir: str, node_timeout_ms: int = 5000):
         wait_until(lambda: con.info("replication")["role"] == "master"
                    or con.info("replication").get("master_link_status") == "up",
                    "every replica to sync")
+    # Each node learns of the others' replicas by gossip, after they synced: a client's slot
+    # map read from a node that has not yet lists no replica (read_from_replicas, durability).
+    for node in nodes:
+        con = redis.Redis(port=node.port)
+        wait_until(lambda: all(len(shard) > 3 for shard in con.execute_command("CLUSTER", "SLOTS")),
+                   "every node to list every replica")
     return nodes
 
 
@@ -194,3 +200,27 @@ async def buy_until_kept(sale, user):
             return await sale.try_buy(user, attempt_id=attempt)
         except NotReplicatedError as error:
             attempt = error.attempt_id
+
+
+def link_up(replica: Node) -> bool:
+    return redis.Redis(port=replica.port).info("replication").get("master_link_status") == "up"
+
+
+@contextlib.contextmanager
+def one_master_and_replica():
+    """A master and its replica (one server each, no cluster), in sync; both killed at the end."""
+    _require_module_built()
+    workdir = tempfile.TemporaryDirectory(prefix="seckill-py-")
+    master, replica = Node(workdir.name), Node(workdir.name)
+    try:
+        for node in (master, replica):
+            wait_until(lambda: _answers(node.port), "the server")
+        redis.Redis(port=replica.port).execute_command("REPLICAOF", "127.0.0.1", master.port)
+        wait_until(lambda: link_up(replica), "the replica's link")
+        yield master, replica
+    finally:
+        for node in (master, replica):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(node.process.pid, signal.SIGCONT)
+            node.kill()
+        workdir.cleanup()

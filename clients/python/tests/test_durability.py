@@ -16,7 +16,7 @@ import redis
 import redis.asyncio
 
 import seckill.asyncio
-from conftest import PROTOCOL, Node, _answers, _require_module_built, wait_until
+from conftest import PROTOCOL, Node, _answers, _require_module_built, link_up, one_master_and_replica, wait_until
 from seckill import (ArgumentTypeError, InvalidArgumentError, NotReplicatedError, OutcomeUnknownError, RetryPolicy,
                      Sale, SaleSpec)
 
@@ -24,30 +24,6 @@ from seckill import (ArgumentTypeError, InvalidArgumentError, NotReplicatedError
 def waits(port: int) -> int:
     """WAITs the server at ``port`` ran (INFO commandstats)."""
     return int(redis.Redis(port=port).info("commandstats").get("cmdstat_wait", {}).get("calls", 0))
-
-
-def link_up(replica: Node) -> bool:
-    return redis.Redis(port=replica.port).info("replication").get("master_link_status") == "up"
-
-
-@contextlib.contextmanager
-def master_and_replica():
-    """A master and its replica (one server each, no cluster), in sync; both killed at the end."""
-    _require_module_built()
-    workdir = tempfile.TemporaryDirectory(prefix="seckill-py-")
-    master, replica = Node(workdir.name), Node(workdir.name)
-    try:
-        for node in (master, replica):
-            wait_until(lambda: _answers(node.port), "the server")
-        redis.Redis(port=replica.port).execute_command("REPLICAOF", "127.0.0.1", master.port)
-        wait_until(lambda: link_up(replica), "the replica's link")
-        yield master, replica
-    finally:
-        for node in (master, replica):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(node.process.pid, signal.SIGCONT)
-            node.kill()
-        workdir.cleanup()
 
 
 def client(port: int) -> redis.Redis:
@@ -94,7 +70,7 @@ def test_an_asyncio_handle_on_a_lone_master_sends_no_wait(server):
 
 
 def test_a_purchase_is_answered_once_a_replica_has_it_and_a_cut_replica_makes_it_not_replicated():
-    with master_and_replica() as (master, replica):
+    with one_master_and_replica() as (master, replica):
         sale = Sale.create(client(master.port), "s", SaleSpec(stock=10, partitions=1), ack_timeout_ms=300)
         assert sale.try_buy("alice") == 9
         assert waits(master.port) >= 1, "the sale's INIT and the purchase waited for the replica"
@@ -126,7 +102,7 @@ def test_whoever_was_told_bought_owns_the_unit_after_the_failover():
     then the master dies and the replica is promoted. A "master" handle's buyers are
     told "bought" for units the promoted replica never had (the failure this guards against);
     the default handle's buyers are told "bought" only for units it has."""
-    with master_and_replica() as (master, replica):
+    with one_master_and_replica() as (master, replica):
         client(master.port).execute_command("SECKILL.INIT", "s", 100_000)
         redis.Redis(port=master.port).execute_command("WAIT", 1, 5_000)
         told = {"replica": [], "master": []}
@@ -169,7 +145,7 @@ def test_whoever_was_told_bought_owns_the_unit_after_the_failover():
 
 
 def test_concurrent_asyncio_purchases_share_their_waits():
-    with master_and_replica() as (master, replica):
+    with one_master_and_replica() as (master, replica):
         async def main() -> None:
             con = redis.asyncio.Redis(port=master.port, protocol=PROTOCOL)
             sale = await seckill.asyncio.Sale.create(con, "s", SaleSpec(stock=300, partitions=1))

@@ -76,8 +76,13 @@ def join(key: str, user: User) -> Operation[int]:
     return int((yield Call(("SECKILL.JOIN", key, user))))
 
 
-def position(key: str, user: User) -> Operation[Optional[int]]:
-    reply = yield Call(("SECKILL.POSITION", key, user))
+def position(key: str, user: User, replica: bool = False) -> Operation[Optional[int]]:
+    """``SECKILL.POSITION``; on a replica of the key's master with ``replica`` (see
+    ``NodeCall``)."""
+    if replica:
+        (reply,) = yield NodeCall(key, (("SECKILL.POSITION", key, user),), replica=True)
+    else:
+        reply = yield Call(("SECKILL.POSITION", key, user))
     return None if reply is None else int(reply)
 
 

@@ -28,7 +28,7 @@ from .errors import translate
 
 __all__ = [
     "CLUSTER_CLIENT_SLIPS", "LOST_CONNECTION", "NodeCall", "NodeConnections", "READ_ONLY", "lost_node", "moves_topology", "nodes_of",
-    "READ_SENDS", "own_connection", "read_backoff_s", "resend_read", "slipped",
+    "READ_SENDS", "REPLICA_MISSES", "replica_timeout", "own_connection", "read_backoff_s", "replica_of_info", "resend_read", "slipped",
 ]
 
 
@@ -40,13 +40,52 @@ class NodeCall:
     the call may wait in the server (a lock's grant in its queue). ``keep``: the last
     command is a write to keep (see ``_durability``); one more result follows the replies:
     None when there was nothing to wait for (the write changed nothing, or its master has no
-    replica to wait for), else whether the write is kept."""
+    replica to wait for), else whether the write is kept. ``replica``: reads that a replica
+    of the key's master may answer (``read_from_replicas``); the master does when it has none
+    known, or the replica cannot answer (see ``REPLICA_MISSES``)."""
 
     key: str
     commands: Tuple[Tuple[Any, ...], ...]
     timeout_s: Optional[float] = None
     may_wait: bool = False
     keep: Optional[Keep] = None
+    replica: bool = False
+
+
+#: What a read sent to a replica fails with when the master should answer it instead: the
+#: replica is down, loading or cut from its master (MASTERDOWN), no longer serves the slot
+#: (MOVED, ASK), or the cluster is changing (TRYAGAIN, CLUSTERDOWN).
+REPLICA_MISSES = tuple(
+    getattr(redis.exceptions, name)
+    for name in ("ConnectionError", "TimeoutError", "MovedError", "AskError", "MasterDownError", "TryAgainError",
+                 "ClusterDownError")
+    if hasattr(redis.exceptions, name)
+)
+
+#: How long a one-server master's replica (``INFO replication``) is known before it is asked
+#: again: a replica attached or gone is followed within this.
+REPLICA_LOOK_S = 5.0
+
+#: The longest wait for a replica's answer to a read without a timeout of its own: past it
+#: the replica is taken as down (skipped until a probe finds it back) and the master answers.
+REPLICA_TIMEOUT_S = 1.0
+
+
+def replica_timeout(effect: NodeCall) -> float:
+    return REPLICA_TIMEOUT_S if effect.timeout_s is None else effect.timeout_s
+
+
+def replica_of_info(info: Any, kwargs: Dict[str, Any]) -> Optional[Tuple[str, Dict[str, Any]]]:
+    """A one-server master's first online replica, from its ``INFO replication``: its name
+    (``host:port``) and the connection settings for it (the master's, at its address). None
+    without one, or for a master reached over a Unix socket."""
+    if "host" not in kwargs or not isinstance(info, dict):
+        return None
+    for field, value in info.items():
+        if str(field).startswith("slave") and isinstance(value, dict) and value.get("state") == "online":
+            host, port = str(value["ip"]), int(value["port"])
+            return f"{host}:{port}", {**kwargs, "host": host, "port": port}
+    return None
 
 
 #: Commands that only read: sent again at once when the cluster client failed on its own.
@@ -149,6 +188,8 @@ class NodeConnections:
         self.health = NodeHealth()
         self.replicas = Replicas()
         self._unkept = Every(UNKEPT_REFRESH_S)
+        #: A one-server master's replica, and when it was looked for (``_replica``).
+        self._replica_seen: Optional[Tuple[float, Optional[Tuple[str, Dict[str, Any]]]]] = None
 
     def _pool(self, key: str, address: Optional[Tuple[str, int]]) -> Tuple[str, Any]:
         if isinstance(self.client, redis.RedisCluster):
@@ -185,6 +226,13 @@ class NodeConnections:
             self._topology.release()
 
     def perform(self, effect: NodeCall) -> List[Any]:
+        if effect.replica:
+            try:
+                replies = self._call_replica(effect)
+                if replies is not None:
+                    return replies
+            except REPLICA_MISSES:
+                pass  # the master answers
         try:
             return self._call(effect, None)
         except redis.exceptions.AskError as ask:
@@ -193,6 +241,65 @@ class NodeConnections:
             # The key is being migrated and is already on its new owner: ask there, once.
             asking = NodeCall(effect.key, (("ASKING",),) + effect.commands, effect.timeout_s, effect.may_wait)
             return self._call(asking, (ask.host, ask.port))[1:]
+
+    def _call_replica(self, effect: NodeCall) -> Optional[List[Any]]:
+        """``effect`` on a replica of its key's master; None when none is known. A replica of a
+        cluster is sent READONLY first on each new connection."""
+        target = self._replica(effect.key)
+        if target is None:
+            return None
+        name, kind, kwargs = target
+        readonly = isinstance(self.client, redis.RedisCluster)
+        return self._exchange_on(name, kind, kwargs, effect.commands, replica_timeout(effect), readonly)
+
+    def _exchange_on(self, name: str, kind: Any, kwargs: Dict[str, Any], commands: Tuple[Tuple[Any, ...], ...],
+                     timeout_s: Optional[float], readonly: bool) -> List[Any]:
+        """``commands`` on one of the package's connections to ``name`` (a replica: no write,
+        nothing to keep), READONLY first on a new one when ``readonly``."""
+        self.health.check(name)
+        with self._mutex:
+            idle = self._idle.setdefault(name, [])
+            connection = idle.pop() if idle else own_connection(kind, kwargs)
+        fresh = readonly and connection._sock is None
+        try:
+            replies = _exchange(connection, ((("READONLY",),) if fresh else ()) + commands, timeout_s)
+        except BaseException as error:
+            connection.disconnect()
+            if isinstance(error, NODE_FAILURES) or not isinstance(error, Exception):
+                self.health.failed(name)
+            if isinstance(error, redis.exceptions.MovedError):
+                self.refresh_topology()
+            if isinstance(error, redis.exceptions.ResponseError) and not isinstance(error, REPLICA_MISSES):
+                raise translate(error) from error
+            raise
+        self.health.answered(name)
+        with self._mutex:
+            self._idle[name].append(connection)
+        return replies[1:] if fresh else replies
+
+    def _replica(self, key: str) -> Optional[Tuple[str, Any, Dict[str, Any]]]:
+        """A replica of ``key``'s master: its name and how to connect to it (None: none known).
+        A cluster's from the client's slot map; one server's from its ``INFO replication``,
+        looked at every REPLICA_LOOK_S."""
+        if isinstance(self.client, redis.RedisCluster):
+            cluster = cast(Any, self.client)
+            try:
+                node = cluster.get_node_from_key(key, replica=True)
+            except (AttributeError, KeyError, redis.exceptions.RedisError):
+                return None
+            if node is None or node.server_type != "replica":
+                return None
+            pool = cluster.get_redis_connection(node).connection_pool
+            return node.name, pool.connection_class, pool.connection_kwargs
+        pool = self.client.connection_pool
+        if self._replica_seen is None or time.monotonic() - self._replica_seen[0] >= REPLICA_LOOK_S:
+            try:
+                found = replica_of_info(self.client.info("replication"), pool.connection_kwargs)
+            except redis.exceptions.RedisError:
+                found = None
+            self._replica_seen = (time.monotonic(), found)
+        found = self._replica_seen[1]
+        return None if found is None else (found[0], pool.connection_class, found[1])
 
     def node_of(self, key: str) -> Optional[str]:
         """The name of the node that serves ``key`` in the slot map (None: not known now)."""

@@ -358,11 +358,12 @@ def leave(key: str, user: User) -> Operation[bool]:
     return int(reply) == 1
 
 
-def place(key: str, user: User) -> Operation[Optional[Place]]:
+def place(key: str, user: User, replica: bool = False) -> Operation[Optional[Place]]:
     """``SECKILL.POSITION ... WITHETA`` with whether the places are drawn (START passed, by
-    the server's clock): None when ``user`` is not in the room."""
+    the server's clock): None when ``user`` is not in the room. On a replica of the key's
+    master with ``replica`` (its clock then)."""
     answer, info, time_reply = yield NodeCall(
-        key, (("SECKILL.POSITION", key, user, "WITHETA"), ("SECKILL.INFO", key), ("TIME",)))
+        key, (("SECKILL.POSITION", key, user, "WITHETA"), ("SECKILL.INFO", key), ("TIME",)), replica=replica)
     found = place_of(answer)
     if found is None:
         return None

@@ -47,7 +47,8 @@ class SaleOps:
         integer("timeout_ms", timeout_ms, 0)
 
     def __init__(self, client: Any, retry: RetryPolicy, local_cache: bool = False, *,
-                 durability: str = "replica", ack_timeout_ms: Optional[int] = None) -> None:
+                 durability: str = "replica", ack_timeout_ms: Optional[int] = None,
+                 read_from_replicas: bool = False) -> None:
         self.client = client
         #: How try_buy and cancel retry a call whose answer was lost (each carries a fresh
         #: attempt id, so a retry never buys or cancels twice).
@@ -59,6 +60,11 @@ class SaleOps:
         #: between 100 ms and 1 s; 1 s more for "aof") before it is ``NotReplicatedError``.
         self.ack_timeout_ms = ack_timeout_of(ack_timeout_ms, retry.deadline_s, self.durability)
         self._keep = keep_for(self.durability, self.ack_timeout_ms)
+        if not isinstance(read_from_replicas, bool):
+            raise TypeError(f"read_from_replicas must be a bool, not {type(read_from_replicas).__name__}")
+        #: Whether ``position`` and ``place`` read from a replica of the key's master (the
+        #: master when it has none, or it does not answer): see docs/waiting-room.md.
+        self.read_from_replicas = read_from_replicas
         self._stats = ClientStats()
         self._stats_lock = threading.Lock()
         #: The client's sold-out cache, with ``local_cache=True`` (see ``_tracking``).
@@ -136,7 +142,7 @@ class SaleOps:
         return (yield from _waiting.leave(self._room_key(user), user))
 
     def _place_op(self, user: User) -> Operation[Optional[Place]]:
-        return (yield from _waiting.place(self._room_key(user), user))
+        return (yield from _waiting.place(self._room_key(user), user, self.read_from_replicas))
 
     def _confirm_op(self, user: User) -> Operation[bool]:
         raise NotImplementedError
@@ -167,9 +173,11 @@ class FlashSale(SaleOps):
     _new_lock = staticmethod(threading.Lock)
 
     def __init__(self, client: Any, retry: RetryPolicy, local_cache: bool = False, *,
-                 durability: str = "replica", ack_timeout_ms: Optional[int] = None) -> None:
+                 durability: str = "replica", ack_timeout_ms: Optional[int] = None,
+                 read_from_replicas: bool = False) -> None:
         check_client(client, asyncio=False)
-        super().__init__(client, retry, local_cache, durability=durability, ack_timeout_ms=ack_timeout_ms)
+        super().__init__(client, retry, local_cache, durability=durability, ack_timeout_ms=ack_timeout_ms,
+                   read_from_replicas=read_from_replicas)
         self._turns = BuyerTurns()
 
     def _run(self, operation: Operation[Any]) -> Any:

@@ -79,9 +79,11 @@ class PartitionedOps(SaleOps):
 
     def __init__(self, client: Any, name: str, spec: SaleSpec, seal_ms: int = DEFAULT_SEAL_MS,
                  retry: RetryPolicy = RetryPolicy(), *, local_cache: bool = False, durability: str = "replica",
-                 ack_timeout_ms: Optional[int] = None) -> None:
+                 ack_timeout_ms: Optional[int] = None,
+                 read_from_replicas: bool = False) -> None:
         _check_name(name)
-        super().__init__(client, retry, local_cache, durability=durability, ack_timeout_ms=ack_timeout_ms)
+        super().__init__(client, retry, local_cache, durability=durability, ack_timeout_ms=ack_timeout_ms,
+                   read_from_replicas=read_from_replicas)
         self.name = name
         spec = spec.partitioned()
         self.spec = spec
@@ -406,7 +408,7 @@ class PartitionedOps(SaleOps):
         return (yield from _key.join(self._key_of(user), user))
 
     def _position_op(self, user: User) -> Operation[Optional[int]]:
-        return (yield from _key.position(self._key_of(user), user))
+        return (yield from _key.position(self._key_of(user), user, self.read_from_replicas))
 
     def _admit_op(self, n: int) -> Operation[int]:
         """``n`` split evenly over the partitions' rooms, the first of them one more, starting
@@ -483,7 +485,8 @@ class PartitionedSale(PartitionedOps, FlashSale):
     def create(cls, client: Any, name: str, spec: SaleSpec, *, seal_ms: int = DEFAULT_SEAL_MS,
                retry: RetryPolicy = RetryPolicy(), local_cache: bool = False,
                replace: bool = False, durability: str = "replica",
-               ack_timeout_ms: Optional[int] = None) -> "PartitionedSale":
+               ack_timeout_ms: Optional[int] = None,
+                 read_from_replicas: bool = False) -> "PartitionedSale":
         """Creates the sale ``name``: its partitions ``{name/0}`` .. ``{name/P-1}`` (each
         with its share of the stock, and its stream ``{name/i}:events`` with ``events``),
         then the manifest hash ``name``. Every setting is checked (TypeError,
@@ -497,16 +500,19 @@ class PartitionedSale(PartitionedOps, FlashSale):
         keep = keep_of(durability, ack_timeout_ms, retry.deadline_s)
         run(cls._create_op(name, spec, replace, keep), client)
         return cls(client, name, spec, seal_ms, retry, local_cache=local_cache, durability=durability,
-                   ack_timeout_ms=ack_timeout_ms)
+                   ack_timeout_ms=ack_timeout_ms,
+                   read_from_replicas=read_from_replicas)
 
     @classmethod
     def open(cls, client: Any, name: str, *, seal_ms: int = DEFAULT_SEAL_MS,
              retry: RetryPolicy = RetryPolicy(), local_cache: bool = False, durability: str = "replica",
-             ack_timeout_ms: Optional[int] = None) -> "PartitionedSale":
+             ack_timeout_ms: Optional[int] = None,
+                 read_from_replicas: bool = False) -> "PartitionedSale":
         """Opens the sale ``name`` from its manifest; checks the module's version too.
         ``local_cache``, ``durability``, ``ack_timeout_ms``: see ``Sale``."""
         sale = cls(client, name, run(cls._open_op(name), client), seal_ms, retry, local_cache=local_cache,
-                   durability=durability, ack_timeout_ms=ack_timeout_ms)
+                   durability=durability, ack_timeout_ms=ack_timeout_ms,
+                   read_from_replicas=read_from_replicas)
         run(_key.require_durability(sale.keys[0], sale._keep), client)
         return sale
 

@@ -22,9 +22,11 @@ class OneKeyOps(SaleOps):
     ``seckill.asyncio.Sale``."""
 
     def __init__(self, client: Any, key: str, retry: RetryPolicy = RetryPolicy(), *, local_cache: bool = False,
-                 durability: str = "replica", ack_timeout_ms: Optional[int] = None) -> None:
+                 durability: str = "replica", ack_timeout_ms: Optional[int] = None,
+                 read_from_replicas: bool = False) -> None:
         _key.check_key(key)
-        super().__init__(client, retry, local_cache, durability=durability, ack_timeout_ms=ack_timeout_ms)
+        super().__init__(client, retry, local_cache, durability=durability, ack_timeout_ms=ack_timeout_ms,
+                   read_from_replicas=read_from_replicas)
         self.key = key
         self._cache_id, self._cache_keys, self._whole_sale = f"key:{key}", [key], False
 
@@ -95,7 +97,7 @@ class OneKeyOps(SaleOps):
         return (yield from _key.join(self.key, user))
 
     def _position_op(self, user: User) -> Operation[Optional[int]]:
-        return (yield from _key.position(self.key, user))
+        return (yield from _key.position(self.key, user, self.read_from_replicas))
 
     def _admit_op(self, n: int) -> Operation[int]:
         return (yield from _key.admit(self.key, n))
@@ -141,7 +143,8 @@ class Sale(OneKeyOps, FlashSale):
     @classmethod
     def create(cls, client: Any, key: str, spec: SaleSpec, *, retry: RetryPolicy = RetryPolicy(),
                local_cache: bool = False, replace: bool = False, durability: str = "replica",
-               ack_timeout_ms: Optional[int] = None) -> "Sale":
+               ack_timeout_ms: Optional[int] = None,
+                 read_from_replicas: bool = False) -> "Sale":
         """Makes the sale at ``key`` (``SECKILL.INIT``, one command) from ``spec``, whose
         ``partitions`` must be 1; with ``events``, its stream is ``key:events`` in the key's
         hash slot (the key's hash tag, or ``{key}:events``). Every argument and the module are
@@ -151,15 +154,18 @@ class Sale(OneKeyOps, FlashSale):
         acknowledged it in time)."""
         keep = keep_of(durability, ack_timeout_ms, retry.deadline_s)
         run(cls._create_op(key, spec, replace, keep), client)
-        return cls(client, key, retry, local_cache=local_cache, durability=durability, ack_timeout_ms=ack_timeout_ms)
+        return cls(client, key, retry, local_cache=local_cache, durability=durability, ack_timeout_ms=ack_timeout_ms,
+                   read_from_replicas=read_from_replicas)
 
     @classmethod
     def open(cls, client: Any, key: str, *, retry: RetryPolicy = RetryPolicy(), local_cache: bool = False,
-             durability: str = "replica", ack_timeout_ms: Optional[int] = None) -> "Sale":
+             durability: str = "replica", ack_timeout_ms: Optional[int] = None,
+                 read_from_replicas: bool = False) -> "Sale":
         """A handle once the server has shown a sale at ``key`` (NoSaleError if not) and a
         module this package works with (ModuleMissingError, ModuleTooOldError), and, for
         ``durability="aof"``, WAITAOF (InvalidArgumentError without it)."""
-        sale = cls(client, key, retry, local_cache=local_cache, durability=durability, ack_timeout_ms=ack_timeout_ms)
+        sale = cls(client, key, retry, local_cache=local_cache, durability=durability, ack_timeout_ms=ack_timeout_ms,
+                   read_from_replicas=read_from_replicas)
         run(cls._open_op(key), client)
         run(_key.require_durability(key, sale._keep), client)
         return sale

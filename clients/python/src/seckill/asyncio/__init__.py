@@ -108,9 +108,11 @@ class FlashSale(SaleOps):
     _new_lock = staticmethod(asyncio.Lock)
 
     def __init__(self, client: Any, retry: RetryPolicy, local_cache: bool = False, *,
-                 durability: str = "replica", ack_timeout_ms: Optional[int] = None) -> None:
+                 durability: str = "replica", ack_timeout_ms: Optional[int] = None,
+                 read_from_replicas: bool = False) -> None:
         check_client(client, asyncio=True)
-        super().__init__(client, retry, local_cache, durability=durability, ack_timeout_ms=ack_timeout_ms)
+        super().__init__(client, retry, local_cache, durability=durability, ack_timeout_ms=ack_timeout_ms,
+                   read_from_replicas=read_from_replicas)
         self._turns = AsyncBuyerTurns()
 
     async def _run(self, operation: Operation[Any]) -> Any:
@@ -254,18 +256,22 @@ class Sale(OneKeyOps, FlashSale):
     @classmethod
     async def create(cls, client: Any, key: str, spec: SaleSpec, *, retry: RetryPolicy = RetryPolicy(),
                      local_cache: bool = False, replace: bool = False, durability: str = "replica",
-                     ack_timeout_ms: Optional[int] = None) -> "Sale":
+                     ack_timeout_ms: Optional[int] = None,
+                 read_from_replicas: bool = False) -> "Sale":
         """See ``seckill.Sale.create``."""
         keep = keep_of(durability, ack_timeout_ms, retry.deadline_s)
         await run(cls._create_op(key, spec, replace, keep), client)
-        return cls(client, key, retry, local_cache=local_cache, durability=durability, ack_timeout_ms=ack_timeout_ms)
+        return cls(client, key, retry, local_cache=local_cache, durability=durability, ack_timeout_ms=ack_timeout_ms,
+                   read_from_replicas=read_from_replicas)
 
     @classmethod
     async def open(cls, client: Any, key: str, *, retry: RetryPolicy = RetryPolicy(),
                    local_cache: bool = False, durability: str = "replica",
-                   ack_timeout_ms: Optional[int] = None) -> "Sale":
+                   ack_timeout_ms: Optional[int] = None,
+                 read_from_replicas: bool = False) -> "Sale":
         """See ``seckill.Sale.open``."""
-        sale = cls(client, key, retry, local_cache=local_cache, durability=durability, ack_timeout_ms=ack_timeout_ms)
+        sale = cls(client, key, retry, local_cache=local_cache, durability=durability, ack_timeout_ms=ack_timeout_ms,
+                   read_from_replicas=read_from_replicas)
         await run(cls._open_op(key), client)
         await run(_key.require_durability(key, sale._keep), client)
         return sale
@@ -282,21 +288,25 @@ class PartitionedSale(PartitionedOps, FlashSale):
     async def create(cls, client: Any, name: str, spec: SaleSpec, *, seal_ms: int = DEFAULT_SEAL_MS,
                      retry: RetryPolicy = RetryPolicy(), local_cache: bool = False,
                      replace: bool = False, durability: str = "replica",
-                     ack_timeout_ms: Optional[int] = None) -> "PartitionedSale":
+                     ack_timeout_ms: Optional[int] = None,
+                 read_from_replicas: bool = False) -> "PartitionedSale":
         """See ``seckill.PartitionedSale.create``."""
         keep = keep_of(durability, ack_timeout_ms, retry.deadline_s)
         await run(cls._create_op(name, spec, replace, keep), client)
         return cls(client, name, spec, seal_ms, retry, local_cache=local_cache, durability=durability,
-                   ack_timeout_ms=ack_timeout_ms)
+                   ack_timeout_ms=ack_timeout_ms,
+                   read_from_replicas=read_from_replicas)
 
     @classmethod
     async def open(cls, client: Any, name: str, *, seal_ms: int = DEFAULT_SEAL_MS,
                    retry: RetryPolicy = RetryPolicy(), local_cache: bool = False, durability: str = "replica",
-                   ack_timeout_ms: Optional[int] = None) -> "PartitionedSale":
+                   ack_timeout_ms: Optional[int] = None,
+                 read_from_replicas: bool = False) -> "PartitionedSale":
         """See ``seckill.PartitionedSale.open``."""
         spec = await run(cls._open_op(name), client)
         sale = cls(client, name, spec, seal_ms, retry, local_cache=local_cache, durability=durability,
-                   ack_timeout_ms=ack_timeout_ms)
+                   ack_timeout_ms=ack_timeout_ms,
+                   read_from_replicas=read_from_replicas)
         await run(_key.require_durability(sale.keys[0], sale._keep), client)
         return sale
 

@@ -4,6 +4,7 @@ must not be resent behind its back and for a command with the ``WAIT`` after it.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any, Dict, List, Optional, Tuple, cast
 
 import redis
@@ -11,8 +12,8 @@ import redis.asyncio
 
 from .._durability import Keep, Replicas, keep_steps
 from .._health import NodeHealth
-from .._node import (NODE_FAILURES, UNKEPT_REFRESH_S, Every, NodeCall, _is_ask, lists_replica, lost_node,
-                     moves_topology, not_sent, own_connection)
+from .._node import (NODE_FAILURES, REPLICA_LOOK_S, REPLICA_MISSES, replica_timeout, UNKEPT_REFRESH_S, Every, NodeCall, _is_ask,
+                     lists_replica, lost_node, moves_topology, not_sent, own_connection, replica_of_info)
 from ..errors import translate
 
 __all__ = ["NodeConnections", "nodes_of"]
@@ -43,6 +44,8 @@ class NodeConnections:
         self._groups: Dict[Tuple[str, Keep], "_Group"] = {}
         #: How many WAITs (or WAITAOFs) were sent: for tests and benchmarks.
         self.waits = 0
+        #: A one-server master's replica, and when it was looked for (``_replica``).
+        self._replica_seen: Optional[Tuple[float, Optional[Tuple[str, Dict[str, Any]]]]] = None
 
     async def _target(self, key: str, address: Optional[Tuple[str, int]]) -> Tuple[str, Any, Dict[str, Any]]:
         client: Any = self.client
@@ -78,6 +81,14 @@ class NodeConnections:
             self._refreshing = False
 
     async def perform(self, effect: NodeCall) -> List[Any]:
+        if effect.replica:
+            try:
+                target = await self._replica(effect.key)
+                if target is not None:
+                    return await self._exchange_on(*target, effect.commands, replica_timeout(effect),
+                                                   isinstance(self.client, redis.asyncio.RedisCluster))
+            except REPLICA_MISSES:
+                pass  # the master answers
         try:
             return await self._call(effect, None)
         except redis.exceptions.AskError as ask:
@@ -85,6 +96,54 @@ class NodeConnections:
                 raise
             asking = NodeCall(effect.key, (("ASKING",),) + effect.commands, effect.timeout_s, effect.may_wait)
             return (await self._call(asking, (ask.host, ask.port)))[1:]
+
+    async def _exchange_on(self, name: str, kind: Any, kwargs: Dict[str, Any],
+                           commands: Tuple[Tuple[Any, ...], ...], timeout_s: Optional[float],
+                           readonly: bool) -> List[Any]:
+        """``commands`` on one of the package's connections to ``name`` (a replica: no write,
+        nothing to keep), READONLY first on a new one when ``readonly``."""
+        self.health.check(name)
+        idle = self._idle.setdefault(name, [])
+        connection = idle.pop() if idle else own_connection(kind, kwargs)
+        fresh = readonly and not connection.is_connected
+        slots = self._slots.setdefault(name, asyncio.Semaphore(self.MAX_CALLS_PER_NODE))
+        try:
+            async with slots:
+                replies = await _exchange(connection, ((("READONLY",),) if fresh else ()) + commands, timeout_s)
+        except BaseException as error:
+            await connection.disconnect(nowait=True)
+            if isinstance(error, NODE_FAILURES) or not isinstance(error, Exception):
+                self.health.failed(name)
+            if isinstance(error, redis.exceptions.MovedError):
+                await self.refresh_topology()
+            if isinstance(error, redis.exceptions.ResponseError) and not isinstance(error, REPLICA_MISSES):
+                raise translate(error) from error
+            raise
+        self.health.answered(name)
+        self._idle.setdefault(name, []).append(connection)
+        return replies[1:] if fresh else replies
+
+    async def _replica(self, key: str) -> Optional[Tuple[str, Any, Dict[str, Any]]]:
+        """``seckill._node.NodeConnections._replica`` on asyncio."""
+        client: Any = self.client
+        if isinstance(client, redis.asyncio.RedisCluster):
+            try:
+                await client.initialize()
+                node = client.get_node_from_key(key, replica=True)
+            except (AttributeError, KeyError, redis.exceptions.RedisError):
+                return None
+            if node is None or node.server_type != "replica":
+                return None
+            return node.name, node.connection_class, node.connection_kwargs
+        pool = client.connection_pool
+        if self._replica_seen is None or time.monotonic() - self._replica_seen[0] >= REPLICA_LOOK_S:
+            try:
+                found = replica_of_info(await client.info("replication"), pool.connection_kwargs)
+            except redis.exceptions.RedisError:
+                found = None
+            self._replica_seen = (time.monotonic(), found)
+        found = self._replica_seen[1]
+        return None if found is None else (found[0], pool.connection_class, found[1])
 
     def node_of(self, key: str) -> Optional[str]:
         """The name of the node that serves ``key`` in the slot map (None: not known now)."""
