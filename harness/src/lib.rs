@@ -563,6 +563,21 @@ pub fn start_cluster_with_replicas(masters: usize, replicas: usize, extra: &[&st
             info.contains("role:master") || info.contains("master_link_status:up")
         });
     }
+    // Each node learns of the others' replicas by gossip, after they synced: a slot map read
+    // from a node that has not yet lists none (read_from_replicas, durability).
+    for node in nodes.iter().filter(|_| replicas > 0) {
+        wait_until(
+            Duration::from_secs(30),
+            "every node to list every replica",
+            || {
+                let slots: Vec<Vec<redis::Value>> = redis::cmd("CLUSTER")
+                    .arg("SLOTS")
+                    .query(&mut node.con())
+                    .unwrap_or_default();
+                !slots.is_empty() && slots.iter().all(|range| range.len() > 2 + replicas)
+            },
+        );
+    }
     nodes
 }
 

@@ -482,6 +482,11 @@ impl Sale {
         Sale(self.0.durability(durability))
     }
 
+    /// See [`crate::Sale::read_from_replicas`].
+    pub fn read_from_replicas(self, read_from_replicas: bool) -> Sale {
+        Sale(self.0.read_from_replicas(read_from_replicas))
+    }
+
     /// See [`crate::Sale::ack_timeout`].
     pub fn ack_timeout(self, timeout: std::time::Duration) -> Sale {
         Sale(self.0.ack_timeout(timeout))
@@ -583,6 +588,11 @@ impl PartitionedSale {
     /// See [`crate::PartitionedSale::durability`].
     pub fn durability(self, durability: crate::Durability) -> PartitionedSale {
         PartitionedSale(self.0.durability(durability))
+    }
+
+    /// See [`crate::PartitionedSale::read_from_replicas`].
+    pub fn read_from_replicas(self, read_from_replicas: bool) -> PartitionedSale {
+        PartitionedSale(self.0.read_from_replicas(read_from_replicas))
     }
 
     /// See [`crate::PartitionedSale::ack_timeout`].

@@ -65,6 +65,17 @@ impl Health {
         }
     }
 
+    /// Whether `node` is down, and its probe is due and not on its way (nothing claimed: the
+    /// read that is sent claims it with [`Health::may_read`]).
+    pub fn probe_due(&self, node: &str, now: Instant) -> Option<bool> {
+        if !self.any_down() {
+            return None;
+        }
+        let down = self.down();
+        let state = down.get(node)?;
+        Some(!state.probing && now >= state.probe_at)
+    }
+
     /// A read of `node` failed or timed out: down until its next probe.
     pub fn failed(&self, node: &str, now: Instant) {
         let mut down = self.down();
@@ -164,10 +175,10 @@ impl Placement {
         for (partition, slot) in self.slots.iter().enumerate() {
             state.nodes[partition] = ranges
                 .iter()
-                .find(|(start, end, _)| (*start..=*end).contains(slot))
+                .find(|range| (range.first..=range.last).contains(slot))
                 .map_or_else(
                     || format!("partition {partition}"),
-                    |(_, _, node)| node.clone(),
+                    |range| range.master.clone(),
                 );
         }
     }

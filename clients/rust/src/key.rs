@@ -264,10 +264,38 @@ pub(crate) async fn join<L: Link>(link: &mut L, key: &str, user: &[u8]) -> Resul
     Ok(link.query(cmd("SECKILL.JOIN").arg(key).arg(user)).await?)
 }
 
-pub(crate) async fn position<L: Link>(link: &mut L, key: &str, user: &[u8]) -> Result<Option<i64>> {
-    Ok(link
-        .query(cmd("SECKILL.POSITION").arg(key).arg(user))
-        .await?)
+pub(crate) async fn position<L: Link>(
+    link: &mut L,
+    key: &str,
+    user: &[u8],
+    replica: bool,
+) -> Result<Option<i64>> {
+    let position = cmd("SECKILL.POSITION").arg(key).arg(user).clone();
+    if !replica {
+        return Ok(link.query(&position).await?);
+    }
+    let mut replies = replica_reads(link, &[&position]).await?;
+    Ok(redis::from_redis_value(replies.swap_remove(0))?)
+}
+
+/// Reads that a replica of their key's master may answer (a handle's `read_from_replicas`):
+/// `reads` after `READONLY`, in one pipeline. The crate's async cluster session sends such a
+/// pipeline to a replica of the slot's master, and to the master when it knows none or the
+/// replica cannot answer; any other connection sends it to its own server, where `READONLY`
+/// changes nothing (a cluster's master) or is refused, which is skipped (one server).
+async fn replica_reads<L: Link>(link: &mut L, reads: &[&redis::Cmd]) -> Result<Vec<Value>> {
+    let mut pipe = redis::pipe();
+    pipe.cmd("READONLY");
+    for read in reads {
+        pipe.add_command((*read).clone());
+    }
+    pipe.ignore_errors();
+    let replies: Vec<redis::RedisResult<Value>> = link.query_pipe(&pipe).await?;
+    replies
+        .into_iter()
+        .skip(1)
+        .map(|reply| reply.map_err(Error::from))
+        .collect()
 }
 
 /// `SECKILL.LEAVE`: sent again as it is (leaving again changes nothing); whether the user was
@@ -279,18 +307,46 @@ pub(crate) async fn leave<L: Link>(link: &mut L, key: &str, user: &[u8]) -> Resu
 
 /// `SECKILL.POSITION ... WITHETA`, and for a waiting user whether the places are drawn (START
 /// passed, by the server's clock): `None` when the user is not in the room.
-pub(crate) async fn place<L: Link>(link: &mut L, key: &str, user: &[u8]) -> Result<Option<Place>> {
-    let told: Option<(i64, i64)> = link
-        .query(cmd("SECKILL.POSITION").arg(key).arg(user).arg("WITHETA"))
-        .await?;
+/// On a replica of the key's master with `replica`, the three reads in one pipeline (see
+/// [`replica_reads`]): the replica's clock then.
+pub(crate) async fn place<L: Link>(
+    link: &mut L,
+    key: &str,
+    user: &[u8],
+    replica: bool,
+) -> Result<Option<Place>> {
+    let position = cmd("SECKILL.POSITION")
+        .arg(key)
+        .arg(user)
+        .arg("WITHETA")
+        .clone();
+    let info = cmd("SECKILL.INFO").arg(key).clone();
+    let (told, drawn_if_waiting) = if replica {
+        let time = cmd("TIME");
+        let [told, info, time]: [Value; 3] = replica_reads(link, &[&position, &info, &time])
+            .await?
+            .try_into()
+            .map_err(|_| Error::Redis((redis::ErrorKind::Parse, "a reply short").into()))?;
+        let (seconds, micros): (i64, i64) = redis::from_redis_value(time)?;
+        let drawn = drawn_at(parse_fields(info)?.remove("start"), seconds, micros);
+        (
+            redis::from_redis_value::<Option<(i64, i64)>>(told)?,
+            Some(drawn),
+        )
+    } else {
+        (link.query(&position).await?, None)
+    };
     let Some((position, eta_ms)) = told else {
         return Ok(None);
     };
-    let mut drawn = true;
-    if position > 0 {
-        let reply: Value = link.query(cmd("SECKILL.INFO").arg(key)).await?;
-        drawn = started(link, parse_fields(reply)?.remove("start")).await?;
-    }
+    let drawn = match (position > 0, drawn_if_waiting) {
+        (false, _) => true,
+        (true, Some(drawn)) => drawn,
+        (true, None) => {
+            let reply: Value = link.query(&info).await?;
+            started(link, parse_fields(reply)?.remove("start")).await?
+        }
+    };
     Ok(Some(Place {
         position,
         eta_ms,
@@ -305,7 +361,15 @@ pub(crate) async fn started<L: Link>(link: &mut L, start: Option<Value>) -> Resu
         return Ok(true);
     };
     let (seconds, micros): (i64, i64) = link.query(&cmd("TIME")).await?;
-    Ok(seconds * 1000 + micros / 1000 >= start)
+    Ok(drawn_at(Some(Value::Int(start)), seconds, micros))
+}
+
+/// Whether a room's places are drawn at the server's `TIME`, from INFO's `start`.
+fn drawn_at(start: Option<Value>, seconds: i64, micros: i64) -> bool {
+    let Some(Value::Int(start)) = start else {
+        return true;
+    };
+    seconds * 1000 + micros / 1000 >= start
 }
 
 pub(crate) async fn admit<L: Link>(link: &mut L, key: &str, n: u64) -> Result<u64> {

@@ -51,24 +51,45 @@ pub(crate) fn key_slot(key: &[u8]) -> u16 {
     crc16::State::<crc16::XMODEM>::calculate(tag) % 16384
 }
 
-/// `CLUSTER SLOTS`' ranges: (first slot, last slot, "host:port" of the master).
-pub(crate) fn slot_ranges(reply: &Value) -> Vec<(u16, u16, String)> {
+/// One range of `CLUSTER SLOTS`: its first and last slot, its master's and its replicas'
+/// `host:port`.
+pub(crate) struct SlotRange {
+    pub first: u16,
+    pub last: u16,
+    pub master: String,
+    pub replicas: Vec<String>,
+}
+
+/// `CLUSTER SLOTS`' ranges (a range whose master does not parse is left out, a replica
+/// that does not parse too).
+pub(crate) fn slot_ranges(reply: &Value) -> Vec<SlotRange> {
     let Value::Array(ranges) = reply else {
         return Vec::new();
     };
     let text = |value: &Value| -> Option<String> { redis::from_redis_value_ref(value).ok() };
     let number = |value: &Value| -> Option<u16> { redis::from_redis_value_ref(value).ok() };
+    let address = |node: &Value| -> Option<String> {
+        let Value::Array(node) = node else {
+            return None;
+        };
+        Some(format!(
+            "{}:{}",
+            text(node.first()?)?,
+            number(node.get(1)?)?
+        ))
+    };
     ranges
         .iter()
         .filter_map(|range| {
             let Value::Array(items) = range else {
                 return None;
             };
-            let Value::Array(master) = items.get(2)? else {
-                return None;
-            };
-            let address = format!("{}:{}", text(master.first()?)?, number(master.get(1)?)?);
-            Some((number(items.first()?)?, number(items.get(1)?)?, address))
+            Some(SlotRange {
+                first: number(items.first()?)?,
+                last: number(items.get(1)?)?,
+                master: address(items.get(2)?)?,
+                replicas: items.iter().skip(3).filter_map(address).collect(),
+            })
         })
         .collect()
 }

@@ -24,6 +24,9 @@ pub struct Sale {
     key: String,
     retry: RetryPolicy,
     keeper: Keeper,
+    /// Whether `position` and `place` may be answered by a replica (see
+    /// [`Sale::read_from_replicas`]).
+    replica_reads: bool,
     counters: Counters,
     turns: BuyerTurns,
     cached: Option<Cached>,
@@ -38,6 +41,7 @@ impl Sale {
             key: key.into(),
             retry: RetryPolicy::default(),
             keeper: Keeper::default(),
+            replica_reads: false,
             counters: Counters::default(),
             turns: BuyerTurns::default(),
             cached: None,
@@ -120,6 +124,17 @@ impl Sale {
     /// within the acknowledgement timeout. A master with no replica seen is answered at once.
     pub fn durability(mut self, durability: Durability) -> Sale {
         self.keeper.durability = durability;
+        self
+    }
+
+    /// With `true`, `position` and `place` may be answered by a replica of the key's master:
+    /// on an [`crate::aio::ClusterSession`] they go to one (the master answers when the slot
+    /// map lists none, or the replica is down, frozen, loading or no longer serves the slot);
+    /// any other connection's server answers them as before. A replica's answer is a few
+    /// milliseconds behind the master's at most (the room's timer replicates each change it
+    /// makes). See docs/waiting-room.md.
+    pub fn read_from_replicas(mut self, read_from_replicas: bool) -> Sale {
+        self.replica_reads = read_from_replicas;
         self
     }
 
@@ -287,7 +302,7 @@ impl Sale {
         user: &[u8],
     ) -> Result<Option<i64>> {
         key::check_call(user, None)?;
-        key::position(link, &self.key, user).await
+        key::position(link, &self.key, user, self.replica_reads).await
     }
 
     pub(crate) async fn leave_on<L: Link>(&self, link: &mut L, user: &[u8]) -> Result<bool> {
@@ -301,7 +316,7 @@ impl Sale {
         user: &[u8],
     ) -> Result<Option<crate::Place>> {
         key::check_call(user, None)?;
-        key::place(link, &self.key, user).await
+        key::place(link, &self.key, user, self.replica_reads).await
     }
 
     pub(crate) async fn admit_on<L: Link>(&self, link: &mut L, n: u64) -> Result<u64> {

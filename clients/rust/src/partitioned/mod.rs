@@ -62,6 +62,8 @@ pub struct PartitionedSale {
     seal_ms: u64,
     retry: RetryPolicy,
     keeper: Keeper,
+    /// See [`PartitionedSale::read_from_replicas`].
+    replica_reads: bool,
     /// The masters whose reads failed lately, and which master serves which partition (see
     /// [`crate::health`]).
     health: Health,
@@ -116,6 +118,7 @@ impl PartitionedSale {
             seal_ms: DEFAULT_SEAL_MS,
             retry: RetryPolicy::default(),
             keeper: Keeper::default(),
+            replica_reads: false,
             counters: Counters::default(),
             turns: BuyerTurns::default(),
             cached: None,
@@ -161,6 +164,12 @@ impl PartitionedSale {
     /// restocks, and the loans between partitions, wait for it.
     pub fn durability(mut self, durability: Durability) -> PartitionedSale {
         self.keeper.durability = durability;
+        self
+    }
+
+    /// See [`crate::Sale::read_from_replicas`]: each partition's replica.
+    pub fn read_from_replicas(mut self, read_from_replicas: bool) -> PartitionedSale {
+        self.replica_reads = read_from_replicas;
         self
     }
 
@@ -351,7 +360,7 @@ impl PartitionedSale {
         user: &[u8],
     ) -> Result<Option<i64>> {
         key::check_call(user, None)?;
-        key::position(link, self.key_of(user), user).await
+        key::position(link, self.key_of(user), user, self.replica_reads).await
     }
 
     pub(crate) async fn leave_on<L: Link>(&self, link: &mut L, user: &[u8]) -> Result<bool> {
@@ -365,7 +374,7 @@ impl PartitionedSale {
         user: &[u8],
     ) -> Result<Option<crate::Place>> {
         key::check_call(user, None)?;
-        key::place(link, self.key_of(user), user).await
+        key::place(link, self.key_of(user), user, self.replica_reads).await
     }
 
     /// `n` split evenly over the partitions' rooms, the first of them one more, starting

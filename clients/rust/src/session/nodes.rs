@@ -177,6 +177,23 @@ impl Nodes {
         result
     }
 
+    /// Whether a read may go to `node` without waiting on it: it is not known down. A down
+    /// node whose probe is due is probed in the background (a `PING`, judged as any call), so
+    /// that the reads that could go elsewhere (a replica's, to its master) never wait for it.
+    pub fn up_for_reads(self: &Arc<Self>, node: &Arc<str>) -> bool {
+        match self.health.probe_due(node, Instant::now()) {
+            None => true,
+            Some(false) => false,
+            Some(true) => {
+                let (nodes, node) = (self.clone(), node.clone());
+                tokio::spawn(async move {
+                    let _ = nodes.call(&node, &redis::cmd("PING"), false).await;
+                });
+                false
+            }
+        }
+    }
+
     /// The call's outcome says whether `node` is up: a timeout puts it down (a frozen or cut
     /// node: its next calls fail at once until a probe); a dropped connection only drops the
     /// connection (a killed client, a restart: the next call connects, and a node that refuses

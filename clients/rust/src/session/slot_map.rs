@@ -12,6 +12,9 @@ pub(crate) const SLOTS: usize = 16_384;
 pub(crate) struct SlotMap {
     /// Each slot's master, `host:port` (`None`: no master known for it).
     masters: Vec<Option<Arc<str>>>,
+    /// Each slot's first replica, as the last `CLUSTER SLOTS` listed it (`None`: none, or the
+    /// slot moved since).
+    replicas: Vec<Option<Arc<str>>>,
 }
 
 impl SlotMap {
@@ -19,6 +22,7 @@ impl SlotMap {
     pub fn single(node: &str) -> SlotMap {
         SlotMap {
             masters: vec![Some(Arc::from(node)); SLOTS],
+            replicas: vec![None; SLOTS],
         }
     }
 
@@ -29,24 +33,33 @@ impl SlotMap {
             return None;
         }
         let mut masters = vec![None; SLOTS];
-        for (first, last, node) in ranges {
-            let node: Arc<str> = Arc::from(node);
-            let last = usize::from(last).min(SLOTS - 1);
-            for slot in masters.iter_mut().take(last + 1).skip(usize::from(first)) {
-                *slot = Some(node.clone());
+        let mut replicas = vec![None; SLOTS];
+        for range in ranges {
+            let node: Arc<str> = Arc::from(range.master);
+            let replica: Option<Arc<str>> = range.replicas.into_iter().next().map(Arc::from);
+            let (first, last) = (usize::from(range.first), usize::from(range.last));
+            for slot in first..=last.min(SLOTS - 1) {
+                masters[slot] = Some(node.clone());
+                replicas[slot] = replica.clone();
             }
         }
-        Some(SlotMap { masters })
+        Some(SlotMap { masters, replicas })
     }
 
     pub fn master(&self, slot: u16) -> Option<Arc<str>> {
         self.masters.get(usize::from(slot)).cloned().flatten()
     }
 
-    /// A MOVED named `node` for `slot`.
+    /// A replica of `slot`'s master, if the map lists one.
+    pub fn replica(&self, slot: u16) -> Option<Arc<str>> {
+        self.replicas.get(usize::from(slot)).cloned().flatten()
+    }
+
+    /// A MOVED named `node` for `slot` (whose replicas are not known until the next reading).
     pub fn moved(&mut self, slot: u16, node: &str) {
         if let Some(entry) = self.masters.get_mut(usize::from(slot)) {
             *entry = Some(Arc::from(node));
+            self.replicas[usize::from(slot)] = None;
         }
     }
 
@@ -66,13 +79,45 @@ impl SlotMap {
 mod tests {
     use super::*;
 
-    fn range(first: i64, last: i64, host: &str, port: i64) -> Value {
-        let node = Value::Array(vec![
+    fn node(host: &str, port: i64) -> Value {
+        Value::Array(vec![
             Value::BulkString(host.into()),
             Value::Int(port),
             Value::BulkString(b"id".to_vec()),
+        ])
+    }
+
+    fn range(first: i64, last: i64, host: &str, port: i64) -> Value {
+        Value::Array(vec![Value::Int(first), Value::Int(last), node(host, port)])
+    }
+
+    #[test]
+    fn each_slot_knows_its_first_replica_until_it_moves() {
+        let with_replicas = |first, last, port| {
+            let Value::Array(mut items) = range(first, last, "10.0.0.1", port) else {
+                unreachable!()
+            };
+            items.push(node("10.0.0.2", port + 100));
+            items.push(node("10.0.0.3", port + 200));
+            Value::Array(items)
+        };
+        let reply = Value::Array(vec![
+            with_replicas(0, 99, 7000),
+            range(100, 16383, "10.0.0.1", 7001),
         ]);
-        Value::Array(vec![Value::Int(first), Value::Int(last), node])
+        let mut map = SlotMap::from_cluster_slots(&reply).expect("a map");
+        assert_eq!(map.replica(0).as_deref(), Some("10.0.0.2:7100"));
+        assert_eq!(map.replica(99).as_deref(), Some("10.0.0.2:7100"));
+        assert_eq!(map.replica(100), None, "a range without replicas");
+        assert_eq!(map.replica(20_000), None);
+        map.moved(5, "10.0.0.9:7000");
+        assert_eq!(
+            map.replica(5),
+            None,
+            "a moved slot's replicas are not known"
+        );
+        assert_eq!(map.replica(6).as_deref(), Some("10.0.0.2:7100"));
+        assert_eq!(SlotMap::single("127.0.0.1:6379").replica(0), None);
     }
 
     #[test]

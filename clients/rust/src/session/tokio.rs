@@ -266,7 +266,9 @@ impl ClusterSession {
     }
 
     /// A pipeline goes to the node of its first command with a key, whole, and is not
-    /// redirected: its commands should share one slot.
+    /// redirected: its commands should share one slot. One that begins with `READONLY` holds
+    /// reads a replica may answer (a handle's `read_from_replicas`): it goes to a replica of
+    /// that node when the map lists one, and to the node when the replica fails it.
     async fn call_pipeline(
         &mut self,
         pipeline: &Pipeline,
@@ -274,10 +276,26 @@ impl ClusterSession {
         count: usize,
     ) -> RedisResult<Vec<Value>> {
         let first_keyed = pipeline.cmd_iter().find(|cmd| command_key(cmd).is_some());
-        let (_, node) = match first_keyed {
+        let (slot, node) = match first_keyed {
             Some(cmd) => self.target(cmd),
             None => self.target(&redis::cmd("PING")),
         };
+        let replica = slot
+            .filter(|_| pipeline.cmd_iter().next().is_some_and(is_readonly))
+            .and_then(|slot| read(&self.topology.map).replica(slot))
+            .filter(|replica| self.nodes.up_for_reads(replica));
+        if let Some(replica) = replica {
+            match self
+                .nodes
+                .call_pipeline(&replica, pipeline, offset, count)
+                .await
+            {
+                Ok(replies) if !replies.iter().any(replica_miss) => return Ok(replies),
+                Ok(_) => self.topology.stale(&self.nodes),
+                Err(e) if lost(&e) => self.topology.stale(&self.nodes),
+                Err(_) => {}
+            }
+        }
         let result = self
             .nodes
             .call_pipeline(&node, pipeline, offset, count)
@@ -360,6 +378,23 @@ impl Topology {
                 .into()
         }))
     }
+}
+
+fn is_readonly(cmd: &Cmd) -> bool {
+    super::name_of(cmd).eq_ignore_ascii_case(b"READONLY")
+}
+
+/// A replica's reply that its master should answer the reads instead: it no longer serves
+/// the slot (MOVED, ASK), is cut from its master or loading (MASTERDOWN, LOADING), or the
+/// cluster is changing (TRYAGAIN, CLUSTERDOWN).
+fn replica_miss(reply: &Value) -> bool {
+    let Value::ServerError(e) = reply else {
+        return false;
+    };
+    matches!(
+        e.code(),
+        "MOVED" | "ASK" | "MASTERDOWN" | "LOADING" | "TRYAGAIN" | "CLUSTERDOWN"
+    )
 }
 
 /// Whether `e` is a server's answer that it runs without cluster support.
