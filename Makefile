@@ -156,6 +156,7 @@ bench: build venv examples
 	./target/release/examples/bench_availability
 	./target/release/examples/bench_async
 	./target/release/examples/bench_room
+	./target/release/examples/bench_replica_reads
 	./target/release/examples/bench_durability
 	./target/release/examples/bench_waiting
 	./target/release/examples/bench_exporter
