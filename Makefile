@@ -115,6 +115,7 @@ recipes: build venv
 	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { \
 	  echo "the recipes need Node.js and npm: apt-get install -y nodejs npm"; exit 1; }
 	cd examples/node && npm ci --no-audit --no-fund --loglevel=error
+	$(VENV)/bin/pip install --quiet -r examples/python/recipes-requirements.txt
 	cargo test --release --test any_client -- --ignored --nocapture
 
 # The whole suite against the other servers of docs/testing.md's table, each from a PyPI wheel

@@ -113,7 +113,11 @@ fn main() {
         let _: () = pipe.query(&mut con).unwrap();
     }
     seckill_harness::wait_replicas(&mut con, 1);
-    let rows = ["nobody polling", "POSITION on the master", "POSITION on the replica"];
+    let rows = [
+        "nobody polling",
+        "POSITION on the master",
+        "POSITION on the replica",
+    ];
     let mut measured: Vec<Vec<Round>> = rows.iter().map(|_| Vec::new()).collect();
     for r in 0..ROUNDS {
         for (row, into) in measured.iter_mut().enumerate() {

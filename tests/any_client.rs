@@ -1,12 +1,13 @@
 //! docs/any-client.md's recipes, run as written: Node.js (ioredis and node-redis, pinned by
-//! `examples/node/package-lock.json`), Go (redigo, from Debian's packages) and plain redis-py,
-//! each against a single server and a 3-master cluster; the fences through ioredis and the
+//! `examples/node/package-lock.json`), Go (redigo, from Debian's packages), plain redis-py,
+//! Valkey GLIDE and coredis (pinned by `examples/python/recipes-requirements.txt`),
+//! each against a single server and a 3-master cluster with a replica each; the fences through ioredis and the
 //! pitfalls shown with real faults (`examples/node/hazards.mjs`). `make recipes` runs them
 //! (once per CI run, with the client matrix, not once per server): they are `#[ignore]`d in a
 //! plain `cargo test`. The docs' code blocks are the files (checked in every `cargo test`).
 
 use seckill_harness::transcript::first_code_block;
-use seckill_harness::{Server, start_cluster};
+use seckill_harness::{Server, command_calls, start_cluster_with_replicas};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -67,7 +68,7 @@ fn moved(cluster: &[Server]) -> i64 {
 }
 
 #[test]
-#[ignore = "make recipes runs it: Node.js, Go and redis-py, once per CI run"]
+#[ignore = "make recipes runs it: Node.js, Go, redis-py, valkey-glide and coredis, once per CI run"]
 fn the_recipes_run_against_a_server_and_a_cluster() {
     let node_dir = root().join("examples/node");
     assert!(
@@ -75,7 +76,9 @@ fn the_recipes_run_against_a_server_and_a_cluster() {
         "examples/node has no node_modules: make recipes runs npm ci there"
     );
     let server = Server::start();
-    let cluster = start_cluster(3, &[]);
+    // A replica per master: the GLIDE recipe reads a position from one.
+    let cluster = start_cluster_with_replicas(3, 1, &[]);
+    let (masters, replicas) = cluster.split_at(3);
     let single = server.port.to_string();
     let entry = cluster[0].port.to_string();
     let targets = [(single.as_str(), None), (entry.as_str(), Some("cluster"))];
@@ -105,14 +108,39 @@ fn the_recipes_run_against_a_server_and_a_cluster() {
                 &[],
             )
         });
+        let python_recipe = |file: &'static str| {
+            run(
+                &root().join("examples/python"),
+                python.to_str().unwrap(),
+                &args(&[file]),
+                &[],
+            )
+        };
+        let positions_on_replicas = || -> i64 {
+            replicas
+                .iter()
+                .map(|node| command_calls(&mut node.con(), "seckill.position"))
+                .sum()
+        };
+        let replica_reads = positions_on_replicas();
+        let glide = redirected(&|| python_recipe("glide_client.py"));
+        let replica_reads = positions_on_replicas() - replica_reads;
+        let coredis = redirected(&|| python_recipe("coredis_client.py"));
         if mode.is_some() {
             println!(
-                "MOVED replies: ioredis {ioredis}, node-redis {node_redis}, redis-py {redis_py}"
+                "MOVED replies: ioredis {ioredis}, node-redis {node_redis}, redis-py {redis_py}, \
+                 valkey-glide {glide}, coredis {coredis}"
             );
             assert_eq!(
-                (node_redis, redis_py),
-                (0, 0),
+                (node_redis, redis_py, glide, coredis),
+                (0, 0, 0, 0),
                 "clients given the key route it"
+            );
+            assert_eq!(replica_reads, 1, "GLIDE's position read went to a replica");
+            assert!(
+                masters
+                    .iter()
+                    .all(|m| command_calls(&mut m.con(), "seckill.position") == 0)
             );
         }
         if go {
@@ -150,5 +178,5 @@ fn the_docs_show_the_recipes_as_they_run() {
         );
         shown += 1;
     }
-    assert!(shown >= 4, "examples shown: {shown}");
+    assert!(shown >= 6, "examples shown: {shown}");
 }
