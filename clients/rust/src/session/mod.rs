@@ -10,6 +10,7 @@
 //! `cluster_async`. Pass them wherever a `ConnectionLike` goes.
 
 mod nodes;
+mod pipelined;
 mod slot_map;
 pub(crate) mod tokio;
 

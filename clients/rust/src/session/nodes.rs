@@ -1,15 +1,15 @@
-//! The async cluster session's own connections: one multiplexed tokio connection per node,
-//! made by the crate (from a chosen source address if asked), each connect and each call
+//! The async cluster session's own connections: one pipelined connection per node
+//! ([`Pipelined`]), made by the crate (from a chosen source address if asked), each connect and each call
 //! bounded, a connection that failed or timed out dropped (the next call connects anew), and
 //! a node that failed skipped without sending until its next probe ([`Health`]'s rules, the
 //! Python package's): so a frozen or dead master costs the calls that need it one timeout,
 //! then nothing, and never slows the calls that go to other nodes.
 
+use super::pipelined::Pipelined;
 use crate::health::Health;
 use crate::link::within;
 use crate::routing::command_args;
-use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisConnectionInfo, RedisResult, Value};
+use redis::{Cmd, Pipeline, RedisConnectionInfo, RedisResult, Value};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,7 +32,7 @@ pub(crate) struct Settings {
 #[derive(Default)]
 struct Node {
     /// The connection, and which of the node's connections it is (1 for the first).
-    con: Mutex<Option<(MultiplexedConnection, u64)>>,
+    con: Mutex<Option<(Pipelined, u64)>>,
     /// Held while connecting, so that the calls waiting for the node connect once.
     connecting: tokio::sync::Mutex<()>,
     /// Connections made to the node so far.
@@ -100,7 +100,6 @@ impl Nodes {
         let budget = self.settings.response_timeout + blocking_time(cmd);
         let mut pipeline = redis::pipe();
         pipeline.cmd("ASKING").add_command(cmd.clone());
-        let mut con = con;
         let result = within(budget, async move {
             let mut replies = con.send_packed_commands(&pipeline, 0, 2).await?;
             replies.pop().unwrap_or(Value::Nil).extract_error()
@@ -112,12 +111,7 @@ impl Nodes {
 
     /// `cmd` on `con`, `node`'s connection, bounded by the response timeout (plus the wait it
     /// asks for), its outcome judged.
-    async fn send(
-        &self,
-        node: &Arc<str>,
-        mut con: MultiplexedConnection,
-        cmd: &Cmd,
-    ) -> RedisResult<Value> {
+    async fn send(&self, node: &Arc<str>, con: Pipelined, cmd: &Cmd) -> RedisResult<Value> {
         let budget = self.settings.response_timeout + blocking_time(cmd);
         let result = within(budget, async move { con.send_packed_command(cmd).await }).await;
         self.judge(node, &result);
@@ -167,7 +161,7 @@ impl Nodes {
         offset: usize,
         count: usize,
     ) -> RedisResult<Vec<Value>> {
-        let (mut con, _) = self.connection(node).await?;
+        let (con, _) = self.connection(node).await?;
         let budget = self.settings.response_timeout;
         let result = within(budget, async move {
             con.send_packed_commands(pipeline, offset, count).await
@@ -229,7 +223,7 @@ impl Nodes {
 
     /// `node`'s connection, made now if it has none; fails at once, sending nothing, while
     /// the node is down and not due for its probe.
-    async fn connection(&self, node: &Arc<str>) -> RedisResult<(MultiplexedConnection, u64)> {
+    async fn connection(&self, node: &Arc<str>) -> RedisResult<(Pipelined, u64)> {
         if self.is_down(node) {
             return Err(not_sent(node));
         }
@@ -256,7 +250,7 @@ impl Nodes {
         }
     }
 
-    async fn connect(&self, node: &str) -> RedisResult<MultiplexedConnection> {
+    async fn connect(&self, node: &str) -> RedisResult<Pipelined> {
         let address = resolve(node).await?;
         let socket = if address.is_ipv4() {
             tokio::net::TcpSocket::new_v4()?
@@ -268,10 +262,7 @@ impl Nodes {
         }
         let stream = socket.connect(address).await?;
         stream.set_nodelay(true)?;
-        let config = AsyncConnectionConfig::new().set_response_timeout(None);
-        let (con, driver) =
-            MultiplexedConnection::new_with_config(&self.settings.redis, stream, config).await?;
-        tokio::spawn(driver);
+        let con = Pipelined::handshake(stream, &self.settings.redis).await?;
         self.connects.fetch_add(1, Ordering::Relaxed);
         Ok(con)
     }
