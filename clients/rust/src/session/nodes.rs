@@ -12,7 +12,7 @@ use crate::routing::command_args;
 use redis::{Cmd, Pipeline, RedisConnectionInfo, RedisResult, Value};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -28,18 +28,35 @@ pub(crate) struct Settings {
     pub source: Option<IpAddr>,
 }
 
-/// One node's connection, made once by whichever call needs it first.
+/// Connections per node, the calls going round them: a `WAIT` holds its connection in the
+/// server until the replicas answer (or its timeout), and the calls sent meanwhile go on the
+/// others, so purchases keep flowing past a group acknowledgement (`make bench`,
+/// "Durability").
+const LANES: usize = 4;
+
+/// One node's connections, each made by whichever call needs it first.
 #[derive(Default)]
 struct Node {
-    /// The connection, and which of the node's connections it is (1 for the first).
-    con: Mutex<Option<(Pipelined, u64)>>,
-    /// Held while connecting, so that the calls waiting for the node connect once.
-    connecting: tokio::sync::Mutex<()>,
+    lanes: [Lane; LANES],
+    /// The lane of the next call.
+    next: AtomicUsize,
     /// Connections made to the node so far.
     made: AtomicU64,
-    /// The `WAIT`s (and `WAITAOF`s) sent on the node's connections, by their arguments.
-    waits: Mutex<HashMap<Vec<u8>, Arc<Rounds>>>,
+    /// The `WAIT`s (and `WAITAOF`s) sent on the node's connections, by their arguments and
+    /// lane.
+    waits: Mutex<HashMap<(Vec<u8>, usize), Arc<Rounds>>>,
 }
+
+#[derive(Default)]
+struct Lane {
+    /// The connection, and which of the node's connections it is (1 for the first).
+    con: Mutex<Option<(Pipelined, u64)>>,
+    /// Held while connecting, so that the calls waiting for the lane connect once.
+    connecting: tokio::sync::Mutex<()>,
+}
+
+/// A call's connection: the connection, which of the node's it is, and its lane.
+type Lease = (Pipelined, u64, usize);
 
 /// The group acknowledgement of one node: a `WAIT` counts every earlier write of its
 /// connection, so the writes whose answers came while one was on its way share the next one,
@@ -93,10 +110,12 @@ impl Nodes {
         cmd: &Cmd,
         asking: bool,
     ) -> RedisResult<(Value, u64)> {
-        let (con, made) = self.connection(node).await?;
+        let lease = self.connection(node).await?;
+        let made = lease.1;
         if !asking {
-            return Ok((self.send(node, con, cmd).await?, made));
+            return Ok((self.send(node, lease, cmd).await?, made));
         }
+        let (con, made, lane) = lease;
         let budget = self.settings.response_timeout + blocking_time(cmd);
         let mut pipeline = redis::pipe();
         pipeline.cmd("ASKING").add_command(cmd.clone());
@@ -105,16 +124,17 @@ impl Nodes {
             replies.pop().unwrap_or(Value::Nil).extract_error()
         })
         .await;
-        self.judge(node, &result);
+        self.judge(node, (made, lane), &result);
         result.map(|value| (value, made))
     }
 
     /// `cmd` on `con`, `node`'s connection, bounded by the response timeout (plus the wait it
     /// asks for), its outcome judged.
-    async fn send(&self, node: &Arc<str>, con: Pipelined, cmd: &Cmd) -> RedisResult<Value> {
+    async fn send(&self, node: &Arc<str>, lease: Lease, cmd: &Cmd) -> RedisResult<Value> {
+        let (con, made, lane) = lease;
         let budget = self.settings.response_timeout + blocking_time(cmd);
         let result = within(budget, async move { con.send_packed_command(cmd).await }).await;
-        self.judge(node, &result);
+        self.judge(node, (made, lane), &result);
         result
     }
 
@@ -125,8 +145,15 @@ impl Nodes {
     /// to send again under its attempt id).
     pub async fn shared_wait(&self, node: &Arc<str>, wait: &Cmd, made: u64) -> RedisResult<Value> {
         let entry = self.entry(node, true).expect("made when missing");
+        let Some(lane) = (0..LANES).find(|&lane| {
+            lock(&entry.lanes[lane].con)
+                .as_ref()
+                .is_some_and(|(_, now)| *now == made)
+        }) else {
+            return Err(gone(node));
+        };
         let rounds = lock(&entry.waits)
-            .entry(wait.get_packed_command())
+            .entry((wait.get_packed_command(), lane))
             .or_default()
             .clone();
         let wanted = rounds.started.load(Ordering::SeqCst) + 1;
@@ -138,10 +165,10 @@ impl Nodes {
             return answer.clone();
         }
         let round = rounds.started.fetch_add(1, Ordering::SeqCst) + 1;
-        let answer = match self.connection(node).await {
-            Ok((con, now)) if now == made => self.send(node, con, wait).await,
-            Ok(_) => Err(gone(node)),
-            Err(e) => Err(e),
+        let leased = lock(&entry.lanes[lane].con).clone();
+        let answer = match leased {
+            Some((con, now)) if now == made => self.send(node, (con, now, lane), wait).await,
+            _ => Err(gone(node)),
         };
         *last = Some((round, made, answer.clone()));
         self.waits.fetch_add(1, Ordering::Relaxed);
@@ -161,13 +188,13 @@ impl Nodes {
         offset: usize,
         count: usize,
     ) -> RedisResult<Vec<Value>> {
-        let (con, _) = self.connection(node).await?;
+        let (con, made, lane) = self.connection(node).await?;
         let budget = self.settings.response_timeout;
         let result = within(budget, async move {
             con.send_packed_commands(pipeline, offset, count).await
         })
         .await;
-        self.judge(node, &result);
+        self.judge(node, (made, lane), &result);
         result
     }
 
@@ -192,14 +219,17 @@ impl Nodes {
     /// node: its next calls fail at once until a probe); a dropped connection only drops the
     /// connection (a killed client, a restart: the next call connects, and a node that refuses
     /// that is down); any reply, an error reply too, is the node answering.
-    fn judge<T>(&self, node: &Arc<str>, result: &RedisResult<T>) {
+    fn judge<T>(&self, node: &Arc<str>, (made, lane): (u64, usize), result: &RedisResult<T>) {
         match result {
             Err(e) if lost(e) => {
                 if e.is_timeout() {
                     self.health.failed(node, Instant::now());
                 }
                 if let Some(entry) = self.entry(node, false) {
-                    *lock(&entry.con) = None;
+                    let mut con = lock(&entry.lanes[lane].con);
+                    if con.as_ref().is_some_and(|(_, now)| *now == made) {
+                        *con = None;
+                    }
                 }
             }
             _ => self.health.answered(node),
@@ -221,26 +251,28 @@ impl Nodes {
         }
     }
 
-    /// `node`'s connection, made now if it has none; fails at once, sending nothing, while
-    /// the node is down and not due for its probe.
-    async fn connection(&self, node: &Arc<str>) -> RedisResult<(Pipelined, u64)> {
+    /// A connection to `node`, the next lane's, made now if it has none; fails at once,
+    /// sending nothing, while the node is down and not due for its probe.
+    async fn connection(&self, node: &Arc<str>) -> RedisResult<Lease> {
         if self.is_down(node) {
             return Err(not_sent(node));
         }
         let entry = self.entry(node, true).expect("made when missing");
-        if let Some(con) = lock(&entry.con).clone() {
-            return Ok(con);
+        let lane = entry.next.fetch_add(1, Ordering::Relaxed) % LANES;
+        let leased = |con: &(Pipelined, u64)| (con.0.clone(), con.1, lane);
+        if let Some(con) = lock(&entry.lanes[lane].con).as_ref() {
+            return Ok(leased(con));
         }
-        let _connecting = entry.connecting.lock().await;
-        if let Some(con) = lock(&entry.con).clone() {
-            return Ok(con);
+        let _connecting = entry.lanes[lane].connecting.lock().await;
+        if let Some(con) = lock(&entry.lanes[lane].con).as_ref() {
+            return Ok(leased(con));
         }
         let connected = within(self.settings.connect_timeout, self.connect(node)).await;
         match connected {
             Ok(con) => {
                 let made = entry.made.fetch_add(1, Ordering::Relaxed) + 1;
-                *lock(&entry.con) = Some((con.clone(), made));
-                Ok((con, made))
+                *lock(&entry.lanes[lane].con) = Some((con.clone(), made));
+                Ok((con, made, lane))
             }
             Err(e) => {
                 self.health.failed(node, Instant::now());
