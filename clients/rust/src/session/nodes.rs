@@ -44,8 +44,11 @@ struct Node {
     made: AtomicU64,
     /// The `WAIT`s (and `WAITAOF`s) sent on the node's connections, by their arguments and
     /// lane.
-    waits: Mutex<HashMap<(Vec<u8>, usize), Arc<Rounds>>>,
+    waits: Mutex<HashMap<WaitOnLane, Arc<Rounds>>>,
 }
+
+/// A `WAIT`'s packed arguments and the lane it is sent on.
+type WaitOnLane = (Vec<u8>, usize);
 
 #[derive(Default)]
 struct Lane {
