@@ -222,25 +222,34 @@ pub(crate) fn frame_length(bytes: &[u8]) -> Result<Option<usize>, ()> {
         match kind {
             b'+' | b'-' | b':' | b'_' | b',' | b'#' | b'(' => {}
             b'$' | b'!' | b'=' => {
-                let length = number()?;
-                if length >= 0 {
-                    at += usize::try_from(length).map_err(|_| ())? + 2;
+                if let Ok(length) = usize::try_from(number()?) {
+                    at = at
+                        .checked_add(length)
+                        .and_then(|at| at.checked_add(2))
+                        .ok_or(())?;
                     if bytes.len() < at {
                         return Ok(None);
                     }
                 }
             }
-            b'*' | b'~' | b'>' => {
-                let items = number()?;
-                left += usize::try_from(items.max(0)).map_err(|_| ())?;
-            }
-            b'%' => left += 2 * usize::try_from(number()?.max(0)).map_err(|_| ())?,
+            // Counts past what any reply holds are refused, not added up: no overflow.
+            b'*' | b'~' | b'>' => left = add_frames(left, number()?, 1)?,
+            b'%' => left = add_frames(left, number()?, 2)?,
             // An attribute: its pairs, then the reply it is attached to.
-            b'|' => left += 2 * usize::try_from(number()?.max(0)).map_err(|_| ())? + 1,
+            b'|' => left = add_frames(left, number()?, 2)?.checked_add(1).ok_or(())?,
             _ => return Err(()),
         }
     }
     Ok(Some(at))
+}
+
+/// `left` frames to read, and an aggregate's `items` (-1: null) of `per_item` frames each.
+fn add_frames(left: usize, items: i64, per_item: usize) -> Result<usize, ()> {
+    let items = usize::try_from(items.max(0)).map_err(|_| ())?;
+    items
+        .checked_mul(per_item)
+        .and_then(|frames| left.checked_add(frames))
+        .ok_or(())
 }
 
 #[cfg(test)]
@@ -276,6 +285,14 @@ mod tests {
             two.extend_from_slice(b":1\r\n");
             assert_eq!(frame_length(&two), Ok(Some(frame.len())));
         }
+        assert_eq!(frame_length(b"*9223372036854775807\r\n"), Ok(None));
+        let nested = b"*9223372036854775807\r\n%9223372036854775807\r\n";
+        assert_eq!(
+            frame_length(nested),
+            Err(()),
+            "more frames than a usize counts"
+        );
+        assert_eq!(frame_length(b"$9223372036854775807\r\n"), Ok(None));
         assert_eq!(frame_length(b"?x\r\n"), Err(()));
         assert_eq!(frame_length(b"$x\r\n"), Err(()));
         assert_eq!(frame_length(b"*x\r\n"), Err(()));
