@@ -74,14 +74,33 @@ def install(recorder: Optional[Recorder]) -> None:
 
 
 class _Call:
-    """The call being made in this thread or task: its operation, and its outcome when the
-    reply alone does not tell it (a local refusal)."""
+    """One call being made in this thread or task, recorded when it ends (a ``with`` block):
+    its operation, and its outcome once known (a local refusal's before the reply)."""
 
-    __slots__ = ("operation", "outcome")
+    __slots__ = ("operation", "outcome", "_recorder", "_token", "_started")
 
-    def __init__(self, operation: str) -> None:
+    def __init__(self, operation: str, recorder: Recorder) -> None:
         self.operation = operation
         self.outcome: Optional[str] = None
+        self._recorder = recorder
+        self._token: Any = None
+        self._started = 0.0
+
+    def answered(self, reply: Any, outcome_of: Callable[[Any], str]) -> Any:
+        """The call's ``reply``, its outcome taken from it unless one is known already."""
+        if self.outcome is None:
+            self.outcome = outcome_of(reply)
+        return reply
+
+    def __enter__(self) -> "_Call":
+        self._token = _current.set(self)
+        self._started = time.perf_counter()
+        return self
+
+    def __exit__(self, kind: Any, error: Optional[BaseException], traceback: Any) -> None:
+        _current.reset(self._token)
+        outcome = error_outcome(error) if error is not None else self.outcome or OK
+        self._recorder.call(self.operation, outcome, time.perf_counter() - self._started)
 
 
 _current: ContextVar[Optional[_Call]] = ContextVar("seckill_call", default=None)
@@ -114,46 +133,30 @@ def observed(operation: str, outcome_of: Callable[[Any], str] = _ok) -> Callable
     calling another) counts once, as the outer one."""
 
     def decorate(method: F) -> F:
-        def begin() -> Optional[tuple[Recorder, _Call, Any, float]]:
+        def begin() -> Optional[_Call]:
             recorder = _recorder
             if recorder is None or _current.get() is not None:
                 return None
-            call = _Call(operation)
-            return recorder, call, _current.set(call), time.perf_counter()
-
-        def end(begun: tuple[Recorder, _Call, Any, float], outcome: str) -> None:
-            recorder, _, token, started = begun
-            _current.reset(token)
-            recorder.call(operation, outcome, time.perf_counter() - started)
+            return _Call(operation, recorder)
 
         if inspect.iscoroutinefunction(method):
             @functools.wraps(method)
             async def observe_async(*args: Any, **kwargs: Any) -> Any:
-                begun = begin()
-                if begun is None:
+                call = begin()
+                if call is None:
                     return await method(*args, **kwargs)
-                try:
-                    reply = await method(*args, **kwargs)
-                except BaseException as error:
-                    end(begun, error_outcome(error))
-                    raise
-                end(begun, begun[1].outcome or outcome_of(reply))
-                return reply
+                with call:
+                    return call.answered(await method(*args, **kwargs), outcome_of)
 
             return cast(F, observe_async)
 
         @functools.wraps(method)
         def observe(*args: Any, **kwargs: Any) -> Any:
-            begun = begin()
-            if begun is None:
+            call = begin()
+            if call is None:
                 return method(*args, **kwargs)
-            try:
-                reply = method(*args, **kwargs)
-            except BaseException as error:
-                end(begun, error_outcome(error))
-                raise
-            end(begun, begun[1].outcome or outcome_of(reply))
-            return reply
+            with call:
+                return call.answered(method(*args, **kwargs), outcome_of)
 
         return cast(F, observe)
 
