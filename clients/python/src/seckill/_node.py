@@ -28,7 +28,7 @@ from .errors import translate
 
 __all__ = [
     "CLUSTER_CLIENT_SLIPS", "LOST_CONNECTION", "NodeCall", "NodeConnections", "READ_ONLY", "lost_node", "moves_topology", "nodes_of",
-    "READ_SENDS", "REPLICA_MISSES", "replica_timeout", "own_connection", "read_backoff_s", "replica_of_info", "resend_read", "slipped",
+    "READ_SENDS", "OneServerReplica", "REPLICA_MISSES", "replica_timeout", "own_connection", "read_backoff_s", "replica_of_info", "resend_read", "slipped",
 ]
 
 
@@ -86,6 +86,29 @@ def replica_of_info(info: Any, kwargs: Dict[str, Any]) -> Optional[Tuple[str, Di
             host, port = str(value["ip"]), int(value["port"])
             return f"{host}:{port}", {**kwargs, "host": host, "port": port}
     return None
+
+
+class OneServerReplica:
+    """A one-server master's replica, as its ``INFO replication`` last showed it (see
+    ``replica_of_info``), looked at again every REPLICA_LOOK_S; the same for the sync and the
+    asyncio connections."""
+
+    def __init__(self) -> None:
+        self._looked_at = float("-inf")
+        self._found: Optional[Tuple[str, Dict[str, Any]]] = None
+
+    def due(self) -> bool:
+        return time.monotonic() - self._looked_at >= REPLICA_LOOK_S
+
+    def learn(self, info: Any, kwargs: Dict[str, Any]) -> None:
+        """What ``INFO replication`` answered (None: it failed) on a master reached with
+        ``kwargs``."""
+        self._found = replica_of_info(info, kwargs)
+        self._looked_at = time.monotonic()
+
+    def target(self, kind: Any) -> Optional[Tuple[str, Any, Dict[str, Any]]]:
+        """The replica's name and how to connect to it (with connections of ``kind``)."""
+        return None if self._found is None else (self._found[0], kind, self._found[1])
 
 
 #: Commands that only read: sent again at once when the cluster client failed on its own.
@@ -188,8 +211,8 @@ class NodeConnections:
         self.health = NodeHealth()
         self.replicas = Replicas()
         self._unkept = Every(UNKEPT_REFRESH_S)
-        #: A one-server master's replica, and when it was looked for (``_replica``).
-        self._replica_seen: Optional[Tuple[float, Optional[Tuple[str, Dict[str, Any]]]]] = None
+        #: A one-server master's replica (``_replica``).
+        self._one_server_replica = OneServerReplica()
 
     def _pool(self, key: str, address: Optional[Tuple[str, int]]) -> Tuple[str, Any]:
         if isinstance(self.client, redis.RedisCluster):
@@ -292,14 +315,13 @@ class NodeConnections:
             pool = cluster.get_redis_connection(node).connection_pool
             return node.name, pool.connection_class, pool.connection_kwargs
         pool = self.client.connection_pool
-        if self._replica_seen is None or time.monotonic() - self._replica_seen[0] >= REPLICA_LOOK_S:
+        if self._one_server_replica.due():
             try:
-                found = replica_of_info(self.client.info("replication"), pool.connection_kwargs)
+                info = self.client.info("replication")
             except redis.exceptions.RedisError:
-                found = None
-            self._replica_seen = (time.monotonic(), found)
-        found = self._replica_seen[1]
-        return None if found is None else (found[0], pool.connection_class, found[1])
+                info = None
+            self._one_server_replica.learn(info, pool.connection_kwargs)
+        return self._one_server_replica.target(pool.connection_class)
 
     def node_of(self, key: str) -> Optional[str]:
         """The name of the node that serves ``key`` in the slot map (None: not known now)."""

@@ -4,7 +4,6 @@ must not be resent behind its back and for a command with the ``WAIT`` after it.
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any, Dict, List, Optional, Tuple, cast
 
 import redis
@@ -12,8 +11,8 @@ import redis.asyncio
 
 from .._durability import Keep, Replicas, keep_steps
 from .._health import NodeHealth
-from .._node import (NODE_FAILURES, REPLICA_LOOK_S, REPLICA_MISSES, replica_timeout, UNKEPT_REFRESH_S, Every, NodeCall, _is_ask,
-                     lists_replica, lost_node, moves_topology, not_sent, own_connection, replica_of_info)
+from .._node import (NODE_FAILURES, REPLICA_MISSES, OneServerReplica, replica_timeout, UNKEPT_REFRESH_S, Every, NodeCall, _is_ask,
+                     lists_replica, lost_node, moves_topology, not_sent, own_connection)
 from ..errors import translate
 
 __all__ = ["NodeConnections", "nodes_of"]
@@ -44,8 +43,8 @@ class NodeConnections:
         self._groups: Dict[Tuple[str, Keep], "_Group"] = {}
         #: How many WAITs (or WAITAOFs) were sent: for tests and benchmarks.
         self.waits = 0
-        #: A one-server master's replica, and when it was looked for (``_replica``).
-        self._replica_seen: Optional[Tuple[float, Optional[Tuple[str, Dict[str, Any]]]]] = None
+        #: A one-server master's replica (``_replica``).
+        self._one_server_replica = OneServerReplica()
 
     async def _target(self, key: str, address: Optional[Tuple[str, int]]) -> Tuple[str, Any, Dict[str, Any]]:
         client: Any = self.client
@@ -136,14 +135,13 @@ class NodeConnections:
                 return None
             return node.name, node.connection_class, node.connection_kwargs
         pool = client.connection_pool
-        if self._replica_seen is None or time.monotonic() - self._replica_seen[0] >= REPLICA_LOOK_S:
+        if self._one_server_replica.due():
             try:
-                found = replica_of_info(await client.info("replication"), pool.connection_kwargs)
+                info = await client.info("replication")
             except redis.exceptions.RedisError:
-                found = None
-            self._replica_seen = (time.monotonic(), found)
-        found = self._replica_seen[1]
-        return None if found is None else (found[0], pool.connection_class, found[1])
+                info = None
+            self._one_server_replica.learn(info, pool.connection_kwargs)
+        return self._one_server_replica.target(pool.connection_class)
 
     def node_of(self, key: str) -> Optional[str]:
         """The name of the node that serves ``key`` in the slot map (None: not known now)."""
