@@ -14,6 +14,7 @@
     document.getElementById("waiting").hidden = true;
     document.getElementById("turn").hidden = false;
     document.body.dataset.step = "turn";
+    document.querySelector("h1").textContent = "Your turn";
     const shown = document.getElementById("window");
     const until = Date.now() + Number(shown.dataset.windowMs);
     (function tick() {
