@@ -36,6 +36,8 @@ from .payments import Payments
 from .settings import Settings
 
 COOKIE = "buyer"
+#: Connections per node of a worker's client, at most (one per request in flight).
+MAX_CONNECTIONS = 2_000
 #: How often each worker looks for abandoned orders.
 SETTLE_EVERY_S = 5.0
 
@@ -56,11 +58,15 @@ async def open_shop(settings: Settings) -> Shop:
     retry = RetryPolicy(deadline_s=settings.deadline_s)
     sale: Any
     if settings.cluster:
-        client: Any = aredis.RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in settings.nodes()])
+        # redis-py's cluster client refuses a call (MaxConnectionsError) rather than wait once a
+        # node has max_connections (100 by default) in use: a worker serving a few hundred
+        # requests at once needs more.
+        client: Any = aredis.RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in settings.nodes()],
+                                          max_connections=MAX_CONNECTIONS)
         sale = await aseckill.PartitionedSale.open(client, settings.sale, retry=retry)
         first_key = sale.keys[0]
     else:
-        client = aredis.Redis.from_url(settings.redis)
+        client = aredis.Redis.from_url(settings.redis, max_connections=MAX_CONNECTIONS)
         sale = await aseckill.Sale.open(client, settings.sale, retry=retry)
         first_key = settings.sale
     # The opening and the buying window, as the server has them (the countdown, the turn page).
@@ -149,6 +155,14 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
         return html("problem", pages.message("problem", "Something went wrong",
                                              f"The shop could not answer ({type(error).__name__}); please retry."),
                     503)
+
+    @app.exception_handler(SeckillError)
+    @app.exception_handler(RedisError)
+    @app.exception_handler(RedisClusterException)
+    async def unavailable(_: Request, error: Exception) -> Response:
+        """Redis out of reach (a node down, a failover) in any other step: a page that says
+        "retry", never a 500."""
+        return problem(error)
 
     @app.get("/", response_class=HTMLResponse)
     async def product(request: Request) -> Response:

@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from redis.exceptions import RedisClusterException, RedisError
+
 from seckill import (ENDED, NOT_ADMITTED, NOT_STARTED, OVER_LIMIT, SOLD_OUT, NotReplicatedError,
                      OutcomeUnknownError, SeckillError, UnavailableError)
 
@@ -115,10 +117,12 @@ class Checkout:
                 # hold lapses by itself.
                 try:
                     await self.sale.cancel(order.buyer)
-                except SeckillError:
+                except (SeckillError, RedisError, RedisClusterException):
                     pass
                 await self.orders.settle(order.id, DECLINED, "the payment was declined")
-        except (OutcomeUnknownError, UnavailableError) as error:
+        except (OutcomeUnknownError, UnavailableError, RedisError, RedisClusterException) as error:
+            # confirm, bought and cancel go through the application's client: its errors too (a
+            # node known down, a failover): the order stays pending, the next try goes on.
             return Step(CONFIRMING, order, attempt_id=getattr(error, "attempt_id", None))
         except PaymentUnknown:
             return Step(PAYMENT_UNKNOWN, order)
@@ -134,6 +138,6 @@ class Checkout:
         for order in stale:
             try:
                 await self._charged(order, await self.payments.status(order.id))
-            except (SeckillError, PaymentUnknown):
+            except (SeckillError, PaymentUnknown, RedisError, RedisClusterException):
                 continue  # the next round tries again
         return len(stale)
