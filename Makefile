@@ -12,6 +12,7 @@ export REDIS_SERVER REDIS_CLI
 
 
 .PHONY: venv-redis5
+.PHONY: shop shop-test
 .PHONY: all deps build run exporter monitoring-test cluster cluster-stop bench-scale test recipes faults faults-test test-valkey test-valkey9 test-redis8 test-servers test-pypi unit demo bench soak fmt lint clean venv examples
 
 all: build
@@ -49,6 +50,19 @@ EXPORTER_LISTEN ?= 127.0.0.1:9799
 exporter: build
 	./target/release/seckill-exporter --redis $(EXPORTER_REDIS) --listen $(EXPORTER_LISTEN)
 
+# docs/shop.md: the flash-sale shop (FastAPI, examples/shop) on a server of its own with the
+# module (port SHOP_REDIS_PORT, 6380), or on the local cluster of `make cluster` with
+# SHOP_CLUSTER=1; the fake payment provider, the exporter's live page; Ctrl-C stops it all.
+shop: build venv
+	cd examples/shop && $(VENV)/bin/python -m shop.launch
+
+# The shop in a real browser (chromium, chromedriver) and under load through HTTP (a cluster
+# with a master killed, the shop itself killed): once per CI run, not once per server.
+shop-test: build venv
+	@for tool in chromium chromedriver; do command -v $$tool >/dev/null 2>&1 || { \
+	  echo "$$tool is missing: apt-get install -y chromium chromium-driver"; exit 1; }; done
+	cd examples/shop && $(VENV)/bin/python -m pytest -q -p no:cacheprovider tests
+
 # A local Redis Cluster with the module: 3 masters and 3 replicas on ports 7000-7005
 # (CLUSTER_PORT=...), data in .cluster/ (CLUSTER_DIR=...); `make cluster-stop` ends it.
 CLUSTER_PORT ?= 7000
@@ -64,10 +78,10 @@ cluster-stop:
 # A virtual environment (ignored by git) with redis-py for the Python examples, matplotlib
 # for the benchmark chart, and the Python client package (editable) with pytest for its tests.
 venv:
-	@if ! $(VENV)/bin/python -c "import redis, matplotlib, pytest, mypy, seckill, selenium, prometheus_client" >/dev/null 2>&1; then \
+	@if ! $(VENV)/bin/python -c "import redis, matplotlib, pytest, mypy, seckill, selenium, prometheus_client, fastapi, uvicorn, httpx, multipart" >/dev/null 2>&1; then \
 	  [ -x $(VENV)/bin/python ] || python3 -m venv $(VENV) || { echo "python3 -m venv failed: apt-get install python3-venv"; exit 1; }; \
 	  $(VENV)/bin/pip install --quiet -r examples/python/requirements.txt -r bench/requirements.txt \
-	    -r exporter/tests/browser/requirements.txt -e 'clients/python[test,metrics]'; \
+	    -r exporter/tests/browser/requirements.txt -r examples/shop/requirements.txt -e 'clients/python[test,metrics]'; \
 	fi
 
 examples: deps
@@ -92,7 +106,7 @@ test: build venv examples
 	  $(MAKE) --no-print-directory venv-redis5 && \
 	  echo "redis-py $$($(VENV_REDIS5)/bin/python -c 'import redis; print(redis.__version__)') under RESP2:" && \
 	  SECKILL_RESP=2 $(VENV_REDIS5)/bin/python -m pytest -q clients/python/tests && \
-	  $(MAKE) --no-print-directory recipes faults-test monitoring-test; \
+	  $(MAKE) --no-print-directory recipes faults-test monitoring-test shop-test; \
 	fi
 
 # The exporter against a real Prometheus (Debian's `prometheus`: promtool checks the config and
@@ -174,6 +188,8 @@ soak: build venv
 	for i in $$(seq 20); do cargo test --release --test durability -- whoever_was_told_bought --test-threads 1 -q || exit 1; done
 	for i in $$(seq 20); do SECKILL_RESP=3 $(VENV)/bin/python -m pytest -q -p no:cacheprovider clients/python/tests/test_durability.py -k whoever || exit 1; done
 	FAULTS_PLANTS=1 PYTHONPATH=tools $(VENV)/bin/python -m pytest -q -s -p no:cacheprovider tools/faults/test_faults.py
+	@# docs/shop.md: 2 000 buyers through the shop on the cluster, a master killed mid-sale.
+	cd examples/shop && SHOP_BUYERS=2000 SHOP_STOCK=500 $(VENV)/bin/python -m pytest -q -s -p no:cacheprovider tests/test_load.py -k cluster
 	$(MAKE) --no-print-directory faults FAULTS_S=1200
 
 # docs/faults.md: the whole system under a seeded schedule of partitions, packet loss (root
@@ -202,6 +218,7 @@ lint: venv
 	cargo clippy --release -p seckill-client --all-targets -- -D warnings
 	$(VENV)/bin/python -m mypy --strict clients/python/src/seckill
 	PYTHONPATH=tools $(VENV)/bin/python -m mypy --strict tools/faults
+	cd examples/shop && $(VENV)/bin/python -m mypy --strict shop
 
 clean:
 	cargo clean

@@ -6,6 +6,7 @@ the same parts through these functions."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -109,6 +110,7 @@ def main() -> None:
     started: List["subprocess.Popen[bytes]"] = []
     cluster_started = False
     workdir = tempfile.mkdtemp(prefix="seckill-shop-")
+    logs = Path(workdir)
     try:
         if env.get("SHOP_CLUSTER") == "1":
             base = int(env.get("CLUSTER_PORT", "7000"))
@@ -120,25 +122,27 @@ def main() -> None:
         else:
             port = int(env.get("SHOP_REDIS_PORT", "6380"))
             started.append(spawn([env.get("REDIS_SERVER", "redis-server"), "--port", str(port), "--bind", "127.0.0.1",
-                                  "--dir", workdir, "--save", "", "--loadmodule", str(MODULE)]))
+                                  "--dir", workdir, "--save", "", "--loadmodule", str(MODULE)], log=logs / "redis.log"))
             wait_for_port(port, "redis-server", process=started[-1])
             target = exporter_redis = f"redis://127.0.0.1:{port}"
         name = env.get("SHOP_SALE", "drop")
         create_sale(target, name, default_spec(int(env.get("SHOP_STOCK", "100")), float(env.get("SHOP_OPENS_IN_S", "60")),
                                                int(env.get("SHOP_ADMIT_PER_S", "5"))))
-        logs = Path(workdir)
         started.append(start_provider(provider_port, env.get("PAYMENT_LATENCY_MS", "300"),
                                       float(env.get("PAYMENT_FAILURE_RATE", "0.1")), logs / "provider.log"))
         exporter = None
         if EXPORTER.exists():
-            exporter = "http://127.0.0.1:9799/"
-            started.append(spawn([str(EXPORTER), "--redis", exporter_redis, "--listen", "127.0.0.1:9799"]))
+            exporter_port = int(env.get("SHOP_EXPORTER_PORT", "9799"))
+            exporter = f"http://127.0.0.1:{exporter_port}/"
+            started.append(spawn([str(EXPORTER), "--redis", exporter_redis, "--listen", f"127.0.0.1:{exporter_port}"],
+                                 log=logs / "exporter.log"))
         started.append(start_shop(shop_port, {"SHOP_REDIS": target, "SHOP_SALE": name,
                                               "SHOP_DB": str(Path(workdir) / "orders.db"),
                                               "SHOP_PAYMENTS": f"http://127.0.0.1:{provider_port}",
                                               "SHOP_EXPORTER": exporter or ""},
                                   workers=int(env.get("SHOP_WORKERS", "4")), log=logs / "shop.log"))
-        print(f"the shop: http://127.0.0.1:{shop_port}/  (sale '{name}' on {target}; orders and logs in {workdir})", flush=True)
+        print(f"the shop: http://127.0.0.1:{shop_port}/  (sale '{name}' on {target}; orders and logs in {workdir}, "
+              "removed on exit unless SHOP_KEEP_DATA=1)", flush=True)
         if exporter:
             print(f"the live sale page: {exporter}", flush=True)
         print("Ctrl-C stops it", flush=True)
@@ -154,7 +158,9 @@ def main() -> None:
             stop(process)
         if cluster_started:
             subprocess.run([str(REPO / "tools/cluster.sh"), "stop"], cwd=REPO, check=False)
-        print("stopped")
+        if not env.get("SHOP_KEEP_DATA"):
+            shutil.rmtree(workdir, ignore_errors=True)
+        print("stopped", flush=True)
 
 
 if __name__ == "__main__":

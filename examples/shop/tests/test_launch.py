@@ -1,0 +1,52 @@
+"""``make shop`` as the README shows it: it prints the shop's URL, serves the product page with
+the operator link to the exporter's live page, and Ctrl-C stops everything it started."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+
+import httpx
+
+from conftest import REPO, servers
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_make_shop_serves_the_shop_and_ctrl_c_stops_all_it_started():
+    ports = {name: servers._free_port() for name in
+             ("SHOP_PORT", "PAYMENT_PORT", "SHOP_REDIS_PORT", "SHOP_EXPORTER_PORT")}
+    env = {**os.environ, **{k: str(v) for k, v in ports.items()}, "SHOP_OPENS_IN_S": "30"}
+    make = subprocess.Popen(["make", "--no-print-directory", "shop"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        assert make.stdout is not None
+        printed = []
+        deadline = time.monotonic() + 300  # make builds first (nothing to do after make test's build)
+        while not any(line.startswith("Ctrl-C stops it") for line in printed):
+            assert time.monotonic() < deadline and make.poll() is None, "".join(printed)
+            printed.append(make.stdout.readline())
+        url = f"http://127.0.0.1:{ports['SHOP_PORT']}/"
+        assert any(line.startswith(f"the shop: {url}") for line in printed), printed
+        page = httpx.get(url)
+        assert page.status_code == 200 and page.headers["x-shop-step"] == "product"
+        assert 'id="countdown"' in page.text
+        exporter = f"http://127.0.0.1:{ports['SHOP_EXPORTER_PORT']}/"
+        assert f'href="{exporter}"' in page.text
+        servers.wait_until(lambda: listening(ports["SHOP_EXPORTER_PORT"]), "the exporter")
+        assert httpx.get(exporter + "metrics").status_code == 200
+
+        os.killpg(make.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the foreground group
+        make.wait(60)
+        for name, port in ports.items():
+            servers.wait_until(lambda: not listening(port), f"{name} {port} to close", timeout=10)
+    finally:
+        if make.poll() is None:
+            os.killpg(make.pid, signal.SIGKILL)
+            make.wait()
