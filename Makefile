@@ -164,7 +164,7 @@ bench-scale: build examples
 
 # Ratios against plain Redis commands in one run; writes bench/results/latest.{md,csv,png},
 # availability under a fault, bench/results/availability.md; the async Rust client against
-# redis-benchmark, bench/results/async.md.
+# redis-benchmark, bench/results/async.md; the shop (docs/shop.md), bench/results/shop.md.
 bench: build venv examples
 	@command -v $${REDIS_BENCHMARK:-redis-benchmark} >/dev/null 2>&1 || { echo "redis-benchmark is missing: apt-get install redis-tools"; exit 1; }
 	./target/release/examples/bench
@@ -175,6 +175,7 @@ bench: build venv examples
 	./target/release/examples/bench_durability
 	./target/release/examples/bench_waiting
 	./target/release/examples/bench_exporter
+	$(VENV)/bin/python bench/shop.py
 
 # The long versions of the reliability cases (tests/reliability.rs, tests/hostile_input.rs),
 # one at a time; each async topology case of tests/cluster.rs 20 times in a row, every run

@@ -29,11 +29,12 @@ from seckill import SOLD_OUT, RetryPolicy, SeckillError
 from seckill.info import fields_of
 
 from . import checkout as steps
-from . import pages
+from . import pages, timing
 from .checkout import Checkout, Step, shown_as
 from .orders import PAID, PENDING, OrderBook
 from .payments import Payments
 from .settings import Settings
+from .timing import Timed
 
 COOKIE = "buyer"
 #: Connections per node of a worker's client, at most (one per request in flight).
@@ -71,8 +72,10 @@ async def open_shop(settings: Settings) -> Shop:
         first_key = settings.sale
     # The opening and the buying window, as the server has them (the countdown, the turn page).
     fields = fields_of(await client.execute_command("SECKILL.INFO", first_key))
-    orders = OrderBook(settings.db)
-    payments = Payments(settings.payments, settings.deadline_s)
+    # Every part a request waits on is timed (the Server-Timing header).
+    sale = Timed(sale, "redis")
+    orders: Any = Timed(OrderBook(settings.db), "db")
+    payments: Any = Timed(Payments(settings.payments, settings.deadline_s), "payment")
     return Shop(settings, client, sale, orders, payments, Checkout(sale, orders, payments, settings.price_cents),
                 int(fields.get("start") or 0), int(fields.get("queue_window") or 0))
 
@@ -106,7 +109,9 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
         buyer = request.cookies.get(COOKIE)
         fresh = buyer is None or not 8 <= len(buyer) <= 64
         request.state.buyer = uuid.uuid4().hex if fresh else buyer
+        began, parts = time.perf_counter(), timing.begin()
         response = await call_next(request)
+        response.headers["Server-Timing"] = timing.header(parts, time.perf_counter() - began)
         if fresh:
             response.set_cookie(COOKIE, request.state.buyer, httponly=True, samesite="lax")
         return response
