@@ -5,7 +5,7 @@
 
 use seckill_client::aio;
 use seckill_client::{
-    Durability, Error, FlashSale, RetryPolicy, Sale, SaleSpec, Session, TryReply,
+    Durability, Error, FlashSale, PartitionedSale, RetryPolicy, Sale, SaleSpec, Session, TryReply,
 };
 use seckill_harness::{Server, command_calls, replicate, wait_until};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -261,4 +261,59 @@ fn aof_durability_needs_waitaof_and_an_aof() {
         TryReply::Bought { remaining: 9 }
     );
     assert!(command_calls(&mut con, "waitaof") >= 2);
+}
+
+/// A mover LENT units out of one partition and died before ABSORB. Absorbed by `recover`
+/// while no replica has that LEND, a failover of the source would give the units back while
+/// the target sells them too. Recover sends the LEND again as a kept write first (it moves
+/// nothing, and the module propagates a marker so that the WAIT covers the LEND: on Valkey 9,
+/// without it, the WAIT on a connection whose own writes were acknowledged answers at once).
+#[test]
+fn recover_absorbs_a_crashed_movers_transfer_only_once_a_replica_has_its_lend() {
+    let master = Server::start();
+    let replica = Server::start();
+    replicate(&replica, &master);
+    let mut con = Session::server(redis::Client::open(master.url()).unwrap(), None).unwrap();
+    let sale = PartitionedSale::create(&mut con, "drop", &SaleSpec::new(10, 2))
+        .unwrap()
+        .ack_timeout(Duration::from_millis(300));
+    let (source, target) = (
+        sale.partition_keys()[0].clone(),
+        sale.partition_keys()[1].clone(),
+    );
+    // A purchase the replica acknowledged: the connection has a write of its own.
+    assert!(matches!(
+        sale.try_buy(&mut con, "alice", 1).unwrap(),
+        TryReply::Bought { .. }
+    ));
+    // Frozen with its link up: counted by the master, every write before the LEND acknowledged.
+    replica.signal(libc::SIGSTOP);
+    let lent: i64 = redis::cmd("SECKILL.LEND")
+        .arg(&source)
+        .arg("crashed-1")
+        .arg(4)
+        .arg("TO")
+        .arg(&target)
+        .query(&mut master.con())
+        .unwrap();
+    assert_eq!(lent, 4);
+    assert_eq!(
+        sale.recover(&mut con).unwrap(),
+        0,
+        "not finished while no replica has the LEND"
+    );
+    let infos = sale.partition_infos(&mut con).unwrap();
+    assert_eq!((infos[0].pending_out, infos[1].absorbed), (4, 0));
+    replica.signal(libc::SIGCONT);
+    wait_until(Duration::from_secs(30), "the replica's link", || {
+        link_up(&replica)
+    });
+    assert_eq!(sale.recover(&mut con).unwrap(), 1);
+    let infos = sale.partition_infos(&mut con).unwrap();
+    assert_eq!((infos[0].pending_out, infos[1].absorbed), (0, 4));
+    assert_eq!(
+        infos.iter().map(|i| i.remaining).sum::<u64>(),
+        9,
+        "every unit once: 10, one sold"
+    );
 }

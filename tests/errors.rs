@@ -189,7 +189,11 @@ fn other_cases() -> Vec<(&'static str, &'static str)> {
         ),
         ("SECKILL.LEND {s} t 1 FROM other", "ERR syntax error"),
         ("SECKILL.SETTLE {s}", arity("seckill.settle")),
-        ("SECKILL.TRANSFERS {s} x", arity("seckill.transfers")),
+        ("SECKILL.TRANSFERS {s} x", "ERR unknown option 'x'"),
+        (
+            "SECKILL.TRANSFERS {s} WITHASKED x",
+            arity("seckill.transfers"),
+        ),
         ("SECKILL.SEAL {s}", arity("seckill.seal")),
         (
             "SECKILL.SEAL {s} 1000",

@@ -256,6 +256,16 @@ pub fn cancel<'a>(rest: &[&'a [u8]]) -> ArgResult<BuyerCall<'a>> {
     buyer_call(rest)
 }
 
+/// `SECKILL.TRANSFERS key [WITHASKED]`: whether each transfer adds the `n` its LEND asked.
+pub fn transfers(rest: &[&[u8]]) -> ArgResult<bool> {
+    match rest {
+        [] => Ok(false),
+        [flag] if flag.eq_ignore_ascii_case(b"WITHASKED") => Ok(true),
+        [flag] => Err(unknown_option(flag)),
+        _ => Err(ArgError::Arity),
+    }
+}
+
 /// `SECKILL.ADMIT key n`
 pub fn admit(rest: &[&[u8]]) -> ArgResult<u64> {
     match rest {
@@ -517,6 +527,22 @@ mod tests {
             assert_eq!(place_call(bad), Err(ArgError::Arity), "{bad:?}");
         }
         assert!(place_call(&[b"", b"WITHETA"]).is_err());
+    }
+
+    #[test]
+    fn transfers_takes_withasked_once_and_nothing_else() {
+        assert_eq!(transfers(&[]), Ok(false));
+        assert_eq!(transfers(&[b"withasked"]), Ok(true));
+        assert_eq!(
+            transfers(&[b"WITHETA"]),
+            Err(ArgError::Invalid(
+                "ERR unknown option 'WITHETA'".to_string()
+            ))
+        );
+        assert_eq!(
+            transfers(&[b"WITHASKED", b"WITHASKED"]),
+            Err(ArgError::Arity)
+        );
     }
 
     #[test]

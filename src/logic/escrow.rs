@@ -95,6 +95,9 @@ pub struct Pending<'a> {
     pub units: u64,
     pub to: &'a [u8],
     pub started_ms: u64,
+    /// The `n` its LEND asked for (None: recorded before v7), which a LEND repeated by another
+    /// client must name.
+    pub asked: Option<NonZeroU64>,
 }
 
 /// Every transfer a sale took part in, by id (sorted, so encodings and listings are the same
@@ -143,11 +146,16 @@ impl Ledger {
     /// Outgoing transfers not yet settled, in id order.
     pub fn pending(&self) -> impl Iterator<Item = Pending<'_>> {
         self.by_id.iter().filter_map(|(id, t)| match &t.leg {
-            Leg::Out { to, started_ms, .. } => Some(Pending {
+            Leg::Out {
+                to,
+                started_ms,
+                asked,
+            } => Some(Pending {
                 id,
                 units: t.units,
                 to,
                 started_ms: *started_ms,
+                asked: *asked,
             }),
             _ => None,
         })
@@ -281,7 +289,8 @@ mod tests {
                 id: b"t1",
                 units: 5,
                 to: b"b",
-                started_ms: 7
+                started_ms: 7,
+                asked: NonZeroU64::new(6),
             }]
         );
         assert!(ledger.settle(b"t1"));

@@ -15,6 +15,7 @@ import pytest
 import redis
 import redis.asyncio
 
+import seckill
 import seckill.asyncio
 from conftest import PROTOCOL, Node, _answers, _require_module_built, link_up, one_master_and_replica, wait_until
 from seckill import (ArgumentTypeError, InvalidArgumentError, NotReplicatedError, OutcomeUnknownError, RetryPolicy,
@@ -185,3 +186,31 @@ def test_aof_durability_needs_waitaof_and_an_aof_and_waits_for_the_disk(server):
     assert sale.try_buy("alice") == 9
     stats = redis.Redis(port=server).info("commandstats")
     assert int(stats["cmdstat_waitaof"]["calls"]) >= 2, "the INIT and the purchase waited for the disk"
+
+
+def test_recover_absorbs_a_crashed_movers_transfer_only_once_a_replica_has_its_lend():
+    # A mover LENT units out of one partition and died before ABSORB. Absorbed at once by
+    # recover while no replica has that LEND, a failover of the source would give the units
+    # back while the target sells them too: an oversell. Recover first sends the LEND again
+    # as a kept write (it moves nothing and propagates a marker a WAIT counts).
+    with one_master_and_replica() as (master, replica):
+        sale = seckill.PartitionedSale.create(client(master.port), "drop", SaleSpec(stock=10, partitions=2),
+                                              ack_timeout_ms=300)
+        source, target = sale.keys
+        # A purchase the replica acknowledged: the package's connection to the master has a
+        # write of its own, so a WAIT on it that covers no later write is satisfied at once.
+        sale.try_buy("alice")
+        # Frozen with its link up: the master counts it, and it acknowledged everything before
+        # the LEND.
+        os.kill(replica.process.pid, signal.SIGSTOP)
+        assert redis.Redis(port=master.port).execute_command("SECKILL.LEND", source, "crashed-1", 4, "TO", target) == 4
+        assert sale.recover() == 0, "not finished while no replica has the LEND"
+        infos = sale.partition_infos()
+        assert (infos[0].pending_out, infos[1].absorbed) == (4, 0)
+        os.kill(replica.process.pid, signal.SIGCONT)
+        wait_until(lambda: link_up(replica), "the replica's link")
+        assert sale.recover() == 1
+        infos = sale.partition_infos()
+        assert (infos[0].pending_out, infos[1].absorbed) == (0, 4)
+        assert sum(i.remaining for i in infos) == 9, "every unit once: 10, one sold"
+        assert redis.Redis(port=replica.port).execute_command("SECKILL.TRANSFERS", source) == []

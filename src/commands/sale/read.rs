@@ -6,7 +6,7 @@ use super::{KEY, USER, WITHETA, no_sale};
 use crate::args;
 use crate::commands::{Args, Command};
 use crate::context::clock::now_ms;
-use crate::context::command_info::{Access, Doc, Kind, arg, option};
+use crate::context::command_info::{Access, Doc, Kind, arg, flag, option};
 use crate::context::keyspace::readable_value;
 use crate::context::reply::{fields_reply, integer};
 use crate::logic::sale::{BuyerRow, Sale};
@@ -18,31 +18,33 @@ pub const TRANSFERS: Command = Command {
     flags: c"readonly",
     handler: transfers,
     doc: Some(Doc {
-        summary: c"Lists a sale's lent transfers not yet settled: id, units, peer, age in ms.",
+        summary: c"Lists a sale's lent transfers not yet settled: id, units, peer, age in ms. WITHASKED adds the n each LEND asked (0 if not recorded), which a client repeating that LEND names.",
         complexity: c"O(T) where T is the pending transfers",
         since: c"0.3.0",
         access: Access::Read,
         inserts_after: None,
-        args: &[KEY],
+        args: &[KEY, flag(c"WITHASKED")],
     }),
 };
 
-/// SECKILL.TRANSFERS key: the pending outgoing transfers as `[id, n, dst, age_ms, ...]`, so
-/// any client can finish what a crashed mover started.
+/// SECKILL.TRANSFERS key [WITHASKED]: the pending outgoing transfers as `[id, n, dst, age_ms,
+/// ...]` (with WITHASKED `[id, n, dst, age_ms, asked, ...]`), so any client can finish what a
+/// crashed mover started.
 pub fn transfers(ctx: &Context, key_name: &RedisString, rest: &Args) -> RedisResult {
-    args::key_only(rest)?;
+    let with_asked = args::transfers(rest)?;
     read_sale(ctx, key_name, |sale, now| {
-        let items = sale
-            .pending_transfers()
-            .flat_map(|t| {
-                [
-                    RedisValue::StringBuffer(t.id.to_vec()),
-                    integer(t.units),
-                    RedisValue::StringBuffer(t.to.to_vec()),
-                    integer(now.saturating_sub(t.started_ms)),
-                ]
-            })
-            .collect();
+        let mut items = Vec::new();
+        for t in sale.pending_transfers() {
+            items.extend([
+                RedisValue::StringBuffer(t.id.to_vec()),
+                integer(t.units),
+                RedisValue::StringBuffer(t.to.to_vec()),
+                integer(now.saturating_sub(t.started_ms)),
+            ]);
+            if with_asked {
+                items.push(integer(t.asked.map_or(0, |n| n.get())));
+            }
+        }
         RedisValue::Array(items)
     })
 }

@@ -29,9 +29,13 @@ impl Sale {
             return Err(SaleError::Invalid("lend out of range"));
         }
         if let Some(known) = self.ledger.get(id) {
-            return known
+            let lent = known
                 .repeat_lend(units, to)
-                .map_err(SaleError::TransferConflict);
+                .map_err(SaleError::TransferConflict)?;
+            // A repeat that moved units covers a write: a WAIT after it must count it (a
+            // recovering client confirms a crashed mover's LEND is replicated before ABSORB).
+            self.answered_repeat = lent > 0;
+            return Ok(lent);
         }
         if self.has_ended(now_ms) {
             return Err(SaleError::Ended);
@@ -158,9 +162,19 @@ mod tests {
         assert_eq!(sale.lend(b"t1", 2, b"{b}", T0), Ok(2));
         assert_eq!(kinds(&sale), vec![(EventKind::Lend, 2, 1)]);
         sale.clear_events();
-        // The same id, n and key again: the same amount, nothing more moves, nothing recorded.
+        assert!(!sale.take_repeat(), "a first LEND is its own write");
+        assert_eq!(
+            sale.pending_transfers().next().unwrap().asked,
+            NonZeroU64::new(2),
+            "TRANSFERS WITHASKED lists the n to repeat it with"
+        );
+        // The same id, n and key again: the same amount, nothing more moves, nothing recorded;
+        // a repeat that moved units marks itself, so the command layer propagates a marker a
+        // WAIT counts.
         assert_eq!(sale.lend(b"t1", 2, b"{b}", T0 + 1), Ok(2));
         assert!(!sale.changed());
+        assert!(sale.take_repeat());
+        assert!(!sale.take_repeat(), "cleared by the reading");
         assert_eq!(
             sale.lend(b"t1", 5, b"{b}", T0),
             Err(SaleError::TransferConflict("already lent with another n"))
@@ -176,6 +190,11 @@ mod tests {
         assert_eq!(sale.remaining(), 0);
         assert_eq!(sale.try_buy(b"c", 1, T0), Ok(TryOutcome::SoldOut));
         assert_eq!(sale.lend(b"t3", 1, b"{b}", T0), Ok(0), "nothing left: 0");
+        assert_eq!(sale.lend(b"t3", 1, b"{b}", T0), Ok(0));
+        assert!(
+            !sale.take_repeat(),
+            "a repeat that moved nothing covers no write"
+        );
         assert_eq!(sale.summary(T0).pending_out, 3);
         assert_invariants(&sale);
         // The hold expires: its units come back and can be lent.

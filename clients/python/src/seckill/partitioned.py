@@ -360,14 +360,29 @@ class PartitionedOps(SaleOps):
             yield Call(("SECKILL.ABSORB", target_key, transfer_id, units, "FROM", source_key))
         yield Call(("SECKILL.SETTLE", source_key, transfer_id))
 
+    def _lend_kept_op(self, source_key: str, transfer_id: Any, asked: int, target_key: str) -> Operation[bool]:
+        """Whether a replica of the source's master has the LEND of a transfer another mover
+        started: the LEND sent again (it moves nothing, and propagates a marker a WAIT counts)
+        as a kept write. Without it, a failover of the source could give back units the target
+        absorbed. False when no replica acknowledged it in time: the transfer stays pending."""
+        keep = None if self._keep is None else self._keep.for_change(returned_units)
+        try:
+            yield from _key.kept_write(("SECKILL.LEND", source_key, transfer_id, asked, "TO", target_key), keep)
+        except NotReplicatedError:
+            return False
+        return True
+
     def _recover_op(self, keys: Optional[List[str]] = None) -> Operation[int]:
         finished = 0
         for key in self.keys if keys is None else keys:
-            pending = (yield Call(("SECKILL.TRANSFERS", key))) or []
-            for i in range(0, len(pending) - 3, 4):
+            pending = (yield Call(("SECKILL.TRANSFERS", key, "WITHASKED"))) or []
+            for i in range(0, len(pending) - 4, 5):
                 transfer_id, units, target = pending[i], int(pending[i + 1]), as_text(pending[i + 2])
+                asked = int(pending[i + 4])
                 # Only transfers between this sale's own partitions are this client's to end.
                 if target not in self.keys:
+                    continue
+                if units > 0 and not (yield from self._lend_kept_op(key, transfer_id, max(asked, units), target)):
                     continue
                 yield from self._finish_op(key, transfer_id, units, target)
                 finished += 1
@@ -524,7 +539,9 @@ class PartitionedSale(PartitionedOps, FlashSale):
     def recover(self) -> int:
         """Finishes every transfer between this sale's partitions that a mover started and did
         not finish; replies how many. Safe at any time, also while movers work: every step is
-        idempotent. ``try_buy`` runs it when it finds units in flight and none elsewhere."""
+        idempotent. ``try_buy`` runs it when it finds units in flight and none elsewhere. With
+        durability, a transfer is absorbed only once a replica of its source has the LEND (sent
+        again under its id, which moves nothing): one no replica acknowledged stays pending."""
         return int(self._run(self._recover_op()))
 
     def partition_infos(self) -> List[PartitionInfo]:

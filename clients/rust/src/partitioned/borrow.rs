@@ -211,7 +211,9 @@ impl PartitionedSale {
     /// Finishes every transfer between this sale's partitions that a mover started and did
     /// not finish (it crashed, or lost its connection, between LEND and SETTLE); replies how
     /// many. Safe to run at any time, also while movers are working: every step is idempotent.
-    /// `try_buy` runs it when it finds units in flight and none elsewhere.
+    /// `try_buy` runs it when it finds units in flight and none elsewhere. With a durability,
+    /// a transfer is absorbed only once a replica of its source has the LEND (sent again under
+    /// its id, which moves nothing): one no replica acknowledged stays pending.
     pub fn recover<C: ConnectionLike>(&self, con: &mut C) -> Result<u64> {
         block_on(self.recover_on(&mut Blocking(con)))
     }
@@ -264,16 +266,26 @@ impl PartitionedSale {
     async fn recover_keys<L: Link>(&self, link: &mut L, keys: &[&String]) -> Result<u64> {
         let mut finished = 0;
         for &key in keys {
-            let pending: Vec<Value> = link.query(cmd("SECKILL.TRANSFERS").arg(key)).await?;
-            for transfer in pending.chunks(4) {
-                let [id, units, to, _age] = transfer else {
+            let pending: Vec<Value> = link
+                .query(cmd("SECKILL.TRANSFERS").arg(key).arg("WITHASKED"))
+                .await?;
+            for transfer in pending.chunks(5) {
+                let [id, units, to, _age, asked] = transfer else {
                     continue;
                 };
                 let id: Vec<u8> = redis::from_redis_value(id.clone())?;
                 let units: u64 = redis::from_redis_value(units.clone())?;
                 let to: String = redis::from_redis_value(to.clone())?;
+                let asked: u64 = redis::from_redis_value(asked.clone())?;
                 // Only transfers between this sale's own partitions are this client's to end.
                 if !self.keys.contains(&to) {
+                    continue;
+                }
+                if units > 0
+                    && !self
+                        .lend_kept(link, key, &id, asked.max(units), &to)
+                        .await?
+                {
                     continue;
                 }
                 finish_transfer(link, key, &id, units, &to).await?;
@@ -284,6 +296,33 @@ impl PartitionedSale {
             .recovered
             .fetch_add(finished, Ordering::Relaxed);
         Ok(finished)
+    }
+}
+
+impl PartitionedSale {
+    /// Whether a replica of `from`'s master has the LEND of a transfer another mover started:
+    /// the LEND sent again (it moves nothing, and propagates a marker a WAIT counts) as a kept
+    /// write. Without it, a failover of the source could give back units the target absorbed.
+    /// False when no replica acknowledged it in time: the transfer stays pending.
+    async fn lend_kept<L: Link>(
+        &self,
+        link: &mut L,
+        from: &str,
+        id: &[u8],
+        asked: u64,
+        to: &str,
+    ) -> Result<bool> {
+        let lend = cmd("SECKILL.LEND")
+            .arg(from)
+            .arg(id)
+            .arg(asked)
+            .arg("TO")
+            .arg(to)
+            .clone();
+        match key::kept_write::<_, u64>(link, &lend, (from, Change::Units), self.keeping()).await {
+            Err(Error::NotReplicated { .. }) => Ok(false),
+            other => other.map(|_| true),
+        }
     }
 }
 
