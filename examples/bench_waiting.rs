@@ -16,7 +16,8 @@ fn main() {
          `join` every second. Bytes from Redis and the process's CPU while the pages wait (from \
          the last JOIN to the sell-out) per waiter-minute of waiting; the event loop's longest \
          lag (a 50 ms ticker); the time from a user's admission (its entry's ID) to its page's \
-         notice. Goals (#50): at most 1 KB and 1 ms of CPU per waiter-minute, notice p99 at \
+         notice; 3 rounds interleaved, the median shown. Goals (#50): at most 1 KB and 1 ms of \
+         CPU per waiter-minute, notice p99 at \
          most 50 ms.\n\n{table}"
     );
     print!("{md}");

@@ -40,6 +40,15 @@ start() {
       sleep 0.1
     done
   done
+  # Up means every replica in sync: a sale made before would wait in vain for one to
+  # acknowledge it (a handle's default durability), and be NotReplicated.
+  for port in $PORTS; do
+    for _ in $(seq 300); do
+      info=$("$REDIS_CLI" -p "$port" info replication 2>/dev/null || true)
+      if echo "$info" | grep -q role:master || echo "$info" | grep -q master_link_status:up; then break; fi
+      sleep 0.1
+    done
+  done
   echo "cluster up: 3 masters, 3 replicas on 127.0.0.1:$BASE-$((BASE + 5)), data in $DIR"
   echo "try: $REDIS_CLI -c -p $BASE cluster nodes    stop: make cluster-stop"
 }

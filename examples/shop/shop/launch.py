@@ -115,8 +115,8 @@ def main() -> None:
         if env.get("SHOP_CLUSTER") == "1":
             base = int(env.get("CLUSTER_PORT", "7000"))
             if subprocess.run(["redis-cli", "-p", str(base), "ping"], capture_output=True).returncode != 0:
+                cluster_started = True  # stopped at the end, also when its start fails half way
                 subprocess.run([str(REPO / "tools/cluster.sh"), "start"], cwd=REPO, check=True)
-                cluster_started = True
             target = "cluster://" + ",".join(f"127.0.0.1:{base + i}" for i in range(3))
             exporter_redis = f"redis://127.0.0.1:{base}"
         else:
