@@ -106,6 +106,7 @@ def test_five_browsers_queue_three_buy_one_leaves_and_the_late_one_sees_sold_out
             leaver_place, leaver = waiting[1]
             behind = waiting[2][1]
             behind_before = con.execute_command("SECKILL.POSITION", "drop", behind)
+            shown_before = int(text(users[behind], "place").rsplit(" ", 1)[1])
             closed = users.pop(leaver)
             drivers.remove(closed)
             closed.quit()
@@ -114,6 +115,10 @@ def test_five_browsers_queue_three_buy_one_leaves_and_the_late_one_sees_sold_out
             stream = fields_of(con.execute_command("SECKILL.INFO", "drop"))["events"]
             assert [e for _, e in con.xrange(stream) if e["event"] == "leave" and e["user"] == leaver]
             assert con.execute_command("SECKILL.POSITION", "drop", behind) < behind_before
+            # ... and its page shows it, without a reload.
+            servers.wait_until(lambda: step(users[behind]) == "turn"
+                               or int(text(users[behind], "place").rsplit(" ", 1)[1]) < shown_before,
+                               "the page behind the leaver to show its place move up")
 
             # Three are admitted in turn: each buys, pays and sees its paid order.
             bought: Dict[str, str] = {}
