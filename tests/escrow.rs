@@ -342,6 +342,10 @@ fn transfer_errors_change_nothing() {
         ),
         (
             vec!["SECKILL.TRANSFERS", "{a}", "x"],
+            "ERR unknown option 'x'",
+        ),
+        (
+            vec!["SECKILL.TRANSFERS", "{a}", "WITHASKED", "x"],
             "ERR wrong number of arguments for 'seckill.transfers' command",
         ),
     ] {
