@@ -1,6 +1,6 @@
 """``read_from_replicas=True`` on a sale handle: ``position`` and ``place`` are answered by a
 replica of the key's master (INFO commandstats on each server says which), on one server with
-a replica and on a cluster, sync and asyncio; the answers equal the master's; a frozen replica
+a replica and on a cluster, sync and asyncio each; the answers equal the master's; a frozen replica
 costs one bounded wait, then the master answers; without the setting the replica sees
 nothing."""
 
@@ -57,6 +57,26 @@ def test_positions_and_places_come_from_the_replica_of_one_server():
         os.kill(replica.process.pid, signal.SIGCONT)
         assert positions(master.port) == before[0] + len(USERS)
         print(f"{len(USERS)} positions with the replica frozen: {took:.2f} s")
+
+
+def test_positions_and_places_come_from_the_replica_of_one_server_asyncio():
+    async def main(master: int, replica: int) -> None:
+        client = redis.asyncio.Redis(port=master, protocol=PROTOCOL)
+        sale = await seckill.asyncio.Sale.create(client, "room", SPEC, read_from_replicas=True)
+        for user in USERS:
+            await sale.join(user)
+        wait_until(lambda: synced(master, replica), "the replica in sync")
+        plain = seckill.asyncio.Sale(client, "room")
+        expected = [await plain.position(user) for user in USERS]
+        before = positions(master), positions(replica)
+        assert [await sale.position(user) for user in USERS] == expected
+        assert [int(p) for p in [await sale.place(user) for user in USERS]] == expected  # type: ignore[arg-type]
+        assert positions(master) == before[0]
+        assert positions(replica) == before[1] + 2 * len(USERS)
+        await client.aclose()
+
+    with one_master_and_replica() as (master, replica):
+        asyncio.run(main(master.port, replica.port))
 
 
 def test_without_the_setting_the_replica_answers_nothing():
