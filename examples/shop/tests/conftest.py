@@ -19,6 +19,7 @@ import pytest
 SHOP_DIR = Path(__file__).resolve().parents[1]
 REPO = SHOP_DIR.parents[1]
 sys.path.insert(0, str(SHOP_DIR))
+sys.path.insert(0, str(REPO / "tools"))  # chromium.py
 
 from shop import launch  # noqa: E402
 

@@ -8,7 +8,6 @@ does a browser that comes late. Screenshots of every page go to target/screensho
 from __future__ import annotations
 
 import re
-import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, List
@@ -16,10 +15,9 @@ from typing import Any, Dict, List
 import httpx
 import redis
 import seckill
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
+from chromium import headless_chromium
 from conftest import SCREENSHOTS, running_shop, servers
 from shop import launch
 from seckill.info import fields_of
@@ -31,13 +29,7 @@ ADMIT_EVERY_MS = 2_500
 
 
 def browser() -> Any:
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--window-size=900,700"):
-        options.add_argument(flag)
-    service = Service(executable_path=shutil.which("chromedriver") or "/usr/bin/chromedriver")
-    return webdriver.Chrome(service=service, options=options)
+    return headless_chromium("900,700")
 
 
 def step(driver: Any) -> str:
@@ -66,7 +58,7 @@ def test_five_browsers_queue_three_buy_one_leaves_and_the_late_one_sees_sold_out
     try:
         spec = launch.default_spec(STOCK, opens_in_s=0, admit_per_s=1)
         # Opens once every browser has joined (below); one admission every ADMIT_EVERY_MS.
-        opening_ms = int(time.time() * 1000) + 12_000
+        opening_ms = int(time.time() * 1000) + 15_000
         spec = type(spec)(**{**spec.__dict__, "start_ms": opening_ms, "admit_rate": (1, ADMIT_EVERY_MS)})
         launch.create_sale(f"redis://127.0.0.1:{server}", "drop", spec)
         with running_shop(f"redis://127.0.0.1:{server}", workers=2) as shop:
@@ -84,11 +76,15 @@ def test_five_browsers_queue_three_buy_one_leaves_and_the_late_one_sees_sold_out
             # Everyone joins before the opening: no place exists yet, only how many wait.
             for driver in drivers:
                 driver.find_element(By.ID, "join").click()
+            # The last to join is told the whole cohort at once; the others see their count
+            # grow as their pages are updated (every resync before START).
+            servers.wait_until(lambda: text(drivers[-1], "place") == f"{BUYERS} people in line",
+                               "the last page to count everyone in line")
             for driver in drivers:
-                servers.wait_until(lambda: text(driver, "place") == f"{BUYERS} people in line",
-                                   "the waiting page to count everyone in line")
-            assert "Places are drawn at the opening, in about" in text(first, "eta")
-            shot(first, "2-queue-before-opening")
+                servers.wait_until(lambda: re.fullmatch(r"[1-5] (person|people) in line", text(driver, "place")),
+                                   "every waiting page to count the people in line")
+            assert "Places are drawn at the opening, in about" in text(drivers[-1], "eta")
+            shot(drivers[-1], "2-queue-before-opening")
             users = {buyer_id(d): d for d in drivers}
             assert len(users) == BUYERS, "each browser is its own buyer"
 

@@ -6,18 +6,19 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
 import redis
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "tools"))
+from chromium import headless_chromium  # noqa: E402
 MODULE = ROOT / "target/release/libseckill.so"
 EXPORTER = ROOT / "target/release/seckill-exporter"
 SCREENSHOTS = ROOT / "target/screenshots"
@@ -83,13 +84,7 @@ def exporter(servers):
 
 @pytest.fixture
 def browser():
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--window-size=1280,900"):
-        options.add_argument(flag)
-    service = Service(executable_path=shutil.which("chromedriver") or "/usr/bin/chromedriver")
-    driver = webdriver.Chrome(service=service, options=options)
+    driver = headless_chromium()
     yield driver
     driver.quit()
 
