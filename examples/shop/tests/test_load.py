@@ -48,7 +48,9 @@ def paid_rows(db: str) -> int:
 
 async def crowd_buys(url: str, buyers: int, during: Any = None) -> List[Told]:
     """``buyers`` buyers at once, and ``during`` (a coroutine: the fault) beside them."""
-    crowd = Crowd(url, request_timeout_s=DEADLINE_S + 10)
+    # A request is a hang past 3 deadlines: a pay request takes at most one for the charge, one
+    # for the confirm (or bought) and one for a refund.
+    crowd = Crowd(url, request_timeout_s=3 * DEADLINE_S)
     try:
         fault = asyncio.ensure_future(during) if during is not None else None
         everyone = await asyncio.gather(*(crowd.buyer(ABANDON_RATE, seed) for seed in range(buyers)))
