@@ -78,7 +78,7 @@ cluster-stop:
 # A virtual environment (ignored by git) with redis-py for the Python examples, matplotlib
 # for the benchmark chart, and the Python client package (editable) with pytest for its tests.
 venv:
-	@if ! $(VENV)/bin/python -c "import redis, matplotlib, pytest, mypy, seckill, selenium, prometheus_client, fastapi, uvicorn, httpx, multipart" >/dev/null 2>&1; then \
+	@if ! $(VENV)/bin/python -c "import redis, matplotlib, pytest, mypy, seckill, selenium, prometheus_client, fastapi, uvicorn, httpx, python_multipart" >/dev/null 2>&1; then \
 	  [ -x $(VENV)/bin/python ] || python3 -m venv $(VENV) || { echo "python3 -m venv failed: apt-get install python3-venv"; exit 1; }; \
 	  $(VENV)/bin/pip install --quiet -r examples/python/requirements.txt -r bench/requirements.txt \
 	    -r exporter/tests/browser/requirements.txt -r examples/shop/requirements.txt -e 'clients/python[test,metrics]'; \
