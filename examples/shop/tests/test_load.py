@@ -147,3 +147,22 @@ def test_a_hold_that_lapses_while_the_payment_runs_is_refunded_not_sold(server):
         everyone = asyncio.run(crowd_buys(shop.url, 5))
         counts = check_books(shop, sale, everyone)
     assert counts == {"expired": 5, "declined_at_provider": 0, "refunded": 5, "settled_unpaid": 0}, counts
+
+
+def test_buy_now_pressed_twice_leads_to_the_same_order(server):
+    # The first "buy now" takes the admitted buyer out of the room with its hold; the second is
+    # answered OVER_LIMIT by the server (the buyer holds its unit), and leads to the payment of
+    # that one order, not to a "not your turn" page or a second order.
+    target = f"redis://127.0.0.1:{server}"
+    launch.create_sale(target, "drop", SaleSpec(stock=5, limit=1, hold_ms=60_000, events=True, queue=True))
+    con = redis.Redis(port=server)
+    with running_shop(target, workers=1, env=SHOP_ENV) as shop:
+        cookie = {"Cookie": "buyer=twice-pressed-buyer"}
+        assert httpx.post(shop.url + "/join", headers=cookie).headers["x-shop-step"] == "joined"
+        assert con.execute_command("SECKILL.ADMIT", "drop", 1) == 1
+        first, second = (httpx.post(shop.url + "/buy", headers=cookie) for _ in range(2))
+        assert (first.headers["x-shop-step"], second.headers["x-shop-step"]) == ("pay", "pay")
+        assert [o.state for o in rows(shop.db)] == [PENDING]
+        paid = httpx.post(shop.url + "/pay", headers=cookie, data={"card": "4242424242424242"})
+        assert paid.headers["x-shop-step"] == "ordered"
+        assert [o.state for o in rows(shop.db)] == [PAID]
