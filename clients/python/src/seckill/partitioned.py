@@ -337,13 +337,8 @@ class PartitionedOps(SaleOps):
             transfer_id = f"{self._mover}-{self._next_transfer}"
             self._next_transfer += 1
         source_key, target_key = self.keys[source], self.keys[target]
-        # The units lent must not come back to the source while the target has them: a LEND a
-        # failover of the source's master could take back is not absorbed (its transfer stays
-        # pending; the next borrow or recover finishes it).
-        keep = None if self._keep is None else self._keep.for_change(returned_units)
-        lend = ("SECKILL.LEND", source_key, transfer_id, units, "TO", target_key)
         try:
-            lent = int((yield from _key.kept_write(lend, keep)))
+            lent = yield from self._kept_lend_op(source_key, transfer_id, units, target_key)
         except NotReplicatedError as error:
             # For the purchase that borrows: a step that failed, retried within its deadline.
             raise redis.exceptions.TimeoutError(f"loan {transfer_id}: {error}") from error
@@ -360,17 +355,16 @@ class PartitionedOps(SaleOps):
             yield Call(("SECKILL.ABSORB", target_key, transfer_id, units, "FROM", source_key))
         yield Call(("SECKILL.SETTLE", source_key, transfer_id))
 
-    def _lend_kept_op(self, source_key: str, transfer_id: Any, asked: int, target_key: str) -> Operation[bool]:
-        """Whether a replica of the source's master has the LEND of a transfer another mover
-        started: the LEND sent again (it moves nothing, and propagates a marker a WAIT counts)
-        as a kept write. Without it, a failover of the source could give back units the target
-        absorbed. False when no replica acknowledged it in time: the transfer stays pending."""
+    def _kept_lend_op(self, source_key: str, transfer_id: Any, units: int, target_key: str) -> Operation[int]:
+        """``SECKILL.LEND`` as a kept write: the units lent, NotReplicatedError when no replica
+        acknowledged it in time. The units lent must not come back to the source while the
+        target has them: a LEND a failover of the source's master could take back is not
+        absorbed (its transfer stays pending; the next borrow or recover finishes it). Sent
+        again for a transfer another mover started, it moves nothing and propagates a marker
+        the WAIT counts."""
         keep = None if self._keep is None else self._keep.for_change(returned_units)
-        try:
-            yield from _key.kept_write(("SECKILL.LEND", source_key, transfer_id, asked, "TO", target_key), keep)
-        except NotReplicatedError:
-            return False
-        return True
+        lend = ("SECKILL.LEND", source_key, transfer_id, units, "TO", target_key)
+        return int((yield from _key.kept_write(lend, keep)))
 
     def _recover_op(self, keys: Optional[List[str]] = None) -> Operation[int]:
         finished = 0
@@ -382,8 +376,11 @@ class PartitionedOps(SaleOps):
                 # Only transfers between this sale's own partitions are this client's to end.
                 if target not in self.keys:
                     continue
-                if units > 0 and not (yield from self._lend_kept_op(key, transfer_id, max(asked, units), target)):
-                    continue
+                if units > 0:
+                    try:
+                        yield from self._kept_lend_op(key, transfer_id, max(asked, units), target)
+                    except NotReplicatedError:
+                        continue  # no replica has the LEND yet: left pending
                 yield from self._finish_op(key, transfer_id, units, target)
                 finished += 1
         self._count("recovered", finished)

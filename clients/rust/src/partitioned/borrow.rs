@@ -179,27 +179,17 @@ impl PartitionedSale {
             self.next_transfer.fetch_add(1, Ordering::Relaxed)
         );
         let (from, to) = (&self.keys[from], &self.keys[to]);
-        let lend = cmd("SECKILL.LEND")
-            .arg(from)
-            .arg(&id)
-            .arg(units)
-            .arg("TO")
-            .arg(to)
-            .clone();
-        // The units lent must not come back to the source while the target has them: a LEND
-        // a failover of the source's master could take back is not absorbed (its transfer stays
-        // pending, for the next borrow or recover), and the purchase tries again in its time.
-        let lent: u64 =
-            match key::kept_write(link, &lend, (from, Change::Units), self.keeping()).await {
-                Err(Error::NotReplicated { .. }) => {
-                    let waited = std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        format!("loan {id} not acknowledged by a replica in time"),
-                    );
-                    return Err(Error::Redis(waited.into()));
-                }
-                other => other?,
-            };
+        // Not replicated: the purchase tries again in its time.
+        let lent: u64 = match self.kept_lend(link, from, id.as_bytes(), units, to).await {
+            Err(Error::NotReplicated { .. }) => {
+                let waited = std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("loan {id} not acknowledged by a replica in time"),
+                );
+                return Err(Error::Redis(waited.into()));
+            }
+            other => other?,
+        };
         finish_transfer(link, from, id.as_bytes(), lent, to).await?;
         if lent > 0 {
             self.counters.transfers.fetch_add(1, Ordering::Relaxed);
@@ -281,12 +271,12 @@ impl PartitionedSale {
                 if !self.keys.contains(&to) {
                     continue;
                 }
-                if units > 0
-                    && !self
-                        .lend_kept(link, key, &id, asked.max(units), &to)
-                        .await?
-                {
-                    continue;
+                if units > 0 {
+                    match self.kept_lend(link, key, &id, asked.max(units), &to).await {
+                        // No replica has the LEND yet: left pending.
+                        Err(Error::NotReplicated { .. }) => continue,
+                        other => other?,
+                    };
                 }
                 finish_transfer(link, key, &id, units, &to).await?;
                 finished += 1;
@@ -297,32 +287,28 @@ impl PartitionedSale {
             .fetch_add(finished, Ordering::Relaxed);
         Ok(finished)
     }
-}
 
-impl PartitionedSale {
-    /// Whether a replica of `from`'s master has the LEND of a transfer another mover started:
-    /// the LEND sent again (it moves nothing, and propagates a marker a WAIT counts) as a kept
-    /// write. Without it, a failover of the source could give back units the target absorbed.
-    /// False when no replica acknowledged it in time: the transfer stays pending.
-    async fn lend_kept<L: Link>(
+    /// `SECKILL.LEND` as a kept write: the units lent, [`Error::NotReplicated`] when no replica
+    /// acknowledged it in time. The units lent must not come back to the source while the
+    /// target has them: a LEND a failover of the source's master could take back is not
+    /// absorbed (its transfer stays pending, for the next borrow or recover). Sent again for a
+    /// transfer another mover started, it moves nothing and propagates a marker the WAIT counts.
+    async fn kept_lend<L: Link>(
         &self,
         link: &mut L,
         from: &str,
         id: &[u8],
-        asked: u64,
+        units: u64,
         to: &str,
-    ) -> Result<bool> {
+    ) -> Result<u64> {
         let lend = cmd("SECKILL.LEND")
             .arg(from)
             .arg(id)
-            .arg(asked)
+            .arg(units)
             .arg("TO")
             .arg(to)
             .clone();
-        match key::kept_write::<_, u64>(link, &lend, (from, Change::Units), self.keeping()).await {
-            Err(Error::NotReplicated { .. }) => Ok(false),
-            other => other.map(|_| true),
-        }
+        key::kept_write(link, &lend, (from, Change::Units), self.keeping()).await
     }
 }
 
