@@ -22,15 +22,14 @@ from fastapi import FastAPI, Form, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from redis.asyncio.cluster import ClusterNode
-from redis.exceptions import RedisClusterException, RedisError
 
 import seckill.asyncio as aseckill
-from seckill import SOLD_OUT, RetryPolicy, SeckillError
+from seckill import SOLD_OUT, RetryPolicy
 from seckill.info import fields_of
 
 from . import checkout as steps
 from . import pages, timing
-from .checkout import Checkout, Step, shown_as
+from .checkout import REDIS_TROUBLE, Checkout, Step, shown_as
 from .orders import PAID, PENDING, OrderBook
 from .payments import Payments
 from .settings import Settings
@@ -161,21 +160,18 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
                                              f"The shop could not answer ({type(error).__name__}); please retry."),
                     503)
 
-    @app.exception_handler(SeckillError)
-    @app.exception_handler(RedisError)
-    @app.exception_handler(RedisClusterException)
     async def unavailable(_: Request, error: Exception) -> Response:
-        """Redis out of reach (a node down, a failover) in any other step: a page that says
-        "retry", never a 500."""
+        """Redis out of reach (a node down, a failover) in any step the checkout does not
+        decide: a page that says "retry", never a 500."""
         return problem(error)
+
+    for trouble in REDIS_TROUBLE:
+        app.add_exception_handler(trouble, unavailable)
 
     @app.get("/", response_class=HTMLResponse)
     async def product(request: Request) -> Response:
         shop = shops["shop"]
-        try:
-            info = await shop.sale.info()
-        except (SeckillError, RedisError, RedisClusterException) as error:
-            return problem(error)
+        info = await shop.sale.info()
         order = await shop.orders.latest(request.state.buyer)
         if info.sold_out and not (order and order.state == PAID):
             return html("sold_out", sold_out_page())
@@ -193,10 +189,7 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
 
     @app.post("/join")
     async def join(request: Request) -> Response:
-        try:
-            place = await shops["shop"].sale.join(request.state.buyer)
-        except SeckillError as error:
-            return problem(error)
+        place = await shops["shop"].sale.join(request.state.buyer)
         return go("/sold-out" if place == SOLD_OUT else "/queue", "joined")
 
     @app.get("/queue", response_class=HTMLResponse)
@@ -214,7 +207,7 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
                 async for place in shops["shop"].sale.wait_for_turn(buyer):
                     data = {"position": int(place), "eta_ms": place.eta_ms, "drawn": place.drawn}
                     yield f"event: place\ndata: {json.dumps(data)}\n\n"
-            except (SeckillError, RedisError, RedisClusterException) as error:
+            except REDIS_TROUBLE as error:
                 yield f"event: problem\ndata: {json.dumps({'message': str(error)})}\n\n"
 
         return StreamingResponse(events(), media_type="text/event-stream",

@@ -36,6 +36,14 @@ PAY, ORDERED, SOLD_OUT_PAGE, NOT_YOUR_TURN, NOT_STARTED_PAGE, ENDED_PAGE = (
 PAYMENT_DECLINED, HOLD_EXPIRED, CONFIRMING, UNAVAILABLE, PAYMENT_UNKNOWN, NO_ORDER = (
     "declined", "expired", "confirming", "unavailable", "payment_unknown", "no_order")
 
+#: What the calls through the application's client (confirm, bought, cancel, join, info) raise
+#: besides the package's typed errors: redis-py's, whose cluster client's "no node reachable"
+#: (RedisClusterException) is no RedisError.
+REDIS_TROUBLE = (SeckillError, RedisError, RedisClusterException)
+
+#: The note of an order whose charge was refunded because its hold lapsed first.
+LAPSED_REFUNDED = "the hold lapsed before the payment: refunded"
+
 _REFUSALS = {SOLD_OUT: SOLD_OUT_PAGE, NOT_ADMITTED: NOT_YOUR_TURN, NOT_STARTED: NOT_STARTED_PAGE, ENDED: ENDED_PAGE}
 
 
@@ -105,22 +113,22 @@ class Checkout:
                     await self.orders.settle(order.id, PAID)
                 else:
                     await self.payments.refund(order.id)
-                    await self.orders.settle(order.id, EXPIRED, "the hold lapsed before the payment: refunded")
+                    await self.orders.settle(order.id, EXPIRED, LAPSED_REFUNDED)
             elif status is None:
                 # Never charged, and the hold is past its time (the settler's case only): it went
                 # back by itself.
                 await self.orders.settle(order.id, EXPIRED, "not paid in time")
             elif status == REFUNDED:  # refunded by a request cut before it wrote the row
-                await self.orders.settle(order.id, EXPIRED, "the hold lapsed before the payment: refunded")
+                await self.orders.settle(order.id, EXPIRED, LAPSED_REFUNDED)
             else:
-                # Declined (or refunded): the unit goes back now; if this cancel fails, the
-                # hold lapses by itself.
+                # Declined: the unit goes back now; if this cancel fails, the hold lapses by
+                # itself.
                 try:
                     await self.sale.cancel(order.buyer)
-                except (SeckillError, RedisError, RedisClusterException):
+                except REDIS_TROUBLE:
                     pass
                 await self.orders.settle(order.id, DECLINED, "the payment was declined")
-        except (OutcomeUnknownError, UnavailableError, RedisError, RedisClusterException) as error:
+        except (OutcomeUnknownError, UnavailableError, *REDIS_TROUBLE) as error:
             # confirm, bought and cancel go through the application's client: its errors too (a
             # node known down, a failover): the order stays pending, the next try goes on.
             return Step(CONFIRMING, order, attempt_id=getattr(error, "attempt_id", None))
@@ -138,6 +146,6 @@ class Checkout:
         for order in stale:
             try:
                 await self._charged(order, await self.payments.status(order.id))
-            except (SeckillError, PaymentUnknown, RedisError, RedisClusterException):
+            except (PaymentUnknown, *REDIS_TROUBLE):
                 continue  # the next round tries again
         return len(stale)

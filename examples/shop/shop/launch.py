@@ -21,6 +21,8 @@ import redis
 import seckill
 from seckill import SaleSpec
 
+from .settings import Settings
+
 SHOP_DIR = Path(__file__).resolve().parents[1]
 REPO = SHOP_DIR.parents[1]
 MODULE = REPO / "target/release/libseckill.so"
@@ -93,9 +95,10 @@ def default_spec(stock: int, opens_in_s: float, admit_per_s: int) -> SaleSpec:
 
 def create_sale(target: str, name: str, spec: SaleSpec) -> None:
     """Makes (or makes again) the sale ``name`` on ``target`` (a SHOP_REDIS value)."""
-    if target.startswith("cluster://"):
-        host, port = target[len("cluster://"):].split(",")[0].rsplit(":", 1)
-        cluster = redis.RedisCluster(host=host, port=int(port))
+    settings = Settings(redis=target)
+    if settings.cluster:
+        host, port = settings.nodes()[0]
+        cluster = redis.RedisCluster(host=host, port=port)
         seckill.PartitionedSale.create(cluster, name, spec, replace=True)
         cluster.close()
     else:

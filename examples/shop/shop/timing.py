@@ -35,7 +35,10 @@ class Timed:
         found = getattr(self._target, name)
         if not inspect.iscoroutinefunction(found):
             return found
-        return _timed(found, self._part)
+        timed = _timed(found, self._part)
+        # Kept: the next call finds it here, without building the wrapper again.
+        setattr(self, name, timed)
+        return timed
 
 
 def _timed(call: Callable[..., Any], part: str) -> Callable[..., Any]:
