@@ -29,12 +29,16 @@ MODULE = REPO / "target/release/libseckill.so"
 EXPORTER = REPO / "target/release/seckill-exporter"
 
 
+def listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
 def wait_for_port(port: int, what: str, timeout_s: float = 30.0, process: Optional["subprocess.Popen[bytes]"] = None) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
+        if listening(port):
+            return
         if process is not None and process.poll() is not None:
             raise RuntimeError(f"{what} exited with {process.returncode}")
         if time.monotonic() > deadline:

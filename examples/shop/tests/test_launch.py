@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import socket
 import subprocess
 import time
 from typing import Dict
@@ -15,11 +14,7 @@ import httpx
 import pytest
 
 from conftest import REPO, servers
-
-
-def listening(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
+from shop.launch import listening
 
 
 def free_base(count: int) -> int:
