@@ -20,6 +20,14 @@ fn bought_on(server: &Server, user: &str) -> i64 {
     seckill_harness::int(&mut server.con(), &["SECKILL.BOUGHT", "s", user])
 }
 
+/// A master and its replica, in sync.
+fn master_with_replica() -> (Server, Server) {
+    let master = Server::start();
+    let replica = Server::start();
+    replicate(&replica, &master);
+    (master, replica)
+}
+
 fn link_up(replica: &Server) -> bool {
     let info: String = redis::cmd("INFO")
         .arg("replication")
@@ -45,9 +53,7 @@ fn a_master_that_never_had_a_replica_is_answered_without_a_wait() {
 
 #[tokio::test]
 async fn concurrent_purchases_on_a_session_share_their_waits() {
-    let master = Server::start();
-    let replica = Server::start();
-    replicate(&replica, &master);
+    let (master, replica) = master_with_replica();
     let session = aio::ClusterSession::connect([master.url()]).await.unwrap();
     let sale = Arc::new(
         aio::Sale::create(&mut session.clone(), "s", &SaleSpec::new(300, 1))
@@ -80,9 +86,7 @@ async fn concurrent_purchases_on_a_session_share_their_waits() {
 
 #[test]
 fn a_cut_replica_makes_a_purchase_not_replicated_and_the_same_attempt_is_kept_later() {
-    let master = Server::start();
-    let replica = Server::start();
-    replicate(&replica, &master);
+    let (master, replica) = master_with_replica();
     let mut con = Session::server(redis::Client::open(master.url()).unwrap(), None).unwrap();
     let sale = Sale::create(&mut con, "s", &SaleSpec::new(10, 1))
         .unwrap()
@@ -142,9 +146,7 @@ fn a_cut_replica_makes_a_purchase_not_replicated_and_the_same_attempt_is_kept_la
 /// handle's buyers only for units it has.
 #[test]
 fn whoever_was_told_bought_owns_the_unit_after_the_failover() {
-    let mut master = Server::start();
-    let replica = Server::start();
-    replicate(&replica, &master);
+    let (mut master, replica) = master_with_replica();
     seckill_harness::ok(&mut master.con(), &["SECKILL.INIT", "s", "100000"]);
     seckill_harness::wait_replicas(&mut master.con(), 1);
     let stop = Arc::new(AtomicBool::new(false));
@@ -270,9 +272,7 @@ fn aof_durability_needs_waitaof_and_an_aof() {
 /// without it, the WAIT on a connection whose own writes were acknowledged answers at once).
 #[test]
 fn recover_absorbs_a_crashed_movers_transfer_only_once_a_replica_has_its_lend() {
-    let master = Server::start();
-    let replica = Server::start();
-    replicate(&replica, &master);
+    let (master, replica) = master_with_replica();
     let mut con = Session::server(redis::Client::open(master.url()).unwrap(), None).unwrap();
     let sale = PartitionedSale::create(&mut con, "drop", &SaleSpec::new(10, 2))
         .unwrap()
