@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 const TASKS: usize = 256;
+fn tasks_n() -> usize { std::env::var("T").ok().and_then(|t| t.parse().ok()).unwrap_or(TASKS) }
 const PURCHASES: usize = 100_000;
 const ROUNDS: usize = 3;
 const SYNC_PURCHASES: usize = 3_000;
@@ -30,8 +31,20 @@ struct Measure {
     per_s: f64,
     server_us: f64,
     waits_per_purchase: f64,
-    /// This process's CPU time per purchase, microseconds (0 for redis-benchmark).
+    /// The client's CPU time per purchase, microseconds (this process, or redis-benchmark).
     client_us: f64,
+    /// The master's and the replica's CPU time per purchase, microseconds.
+    servers_us: f64,
+}
+
+/// The master's and the replica's process ids, for their CPU time.
+static SERVERS: std::sync::OnceLock<Vec<u32>> = std::sync::OnceLock::new();
+
+fn servers_cpu() -> Duration {
+    let pids = SERVERS.get().map_or(&[][..], Vec::as_slice);
+    pids.iter()
+        .map(|&pid| seckill_harness::process_cpu_time(pid))
+        .sum()
 }
 
 /// `(server µs per SECKILL.TRY, WAIT calls)` since the last CONFIG RESETSTAT.
@@ -59,21 +72,29 @@ fn fresh_sale(server: &Server, key: &str) {
         .unwrap();
 }
 
-fn measured(server: &Server, took: Duration, cpu: Option<Duration>) -> Measure {
+/// A row's figures: `took` in all, `(client, servers)` the CPU time spent meanwhile.
+fn measured(server: &Server, took: Duration, (client, servers): (Duration, Duration)) -> Measure {
     let (server_us, waits) = commandstats(server);
+    let per_purchase = |cpu: Duration| cpu.as_secs_f64() * 1e6 / PURCHASES as f64;
     Measure {
         per_s: PURCHASES as f64 / took.as_secs_f64(),
         server_us,
         waits_per_purchase: waits / PURCHASES as f64,
-        client_us: cpu.map_or(0.0, |cpu| cpu.as_secs_f64() * 1e6 / PURCHASES as f64),
+        client_us: per_purchase(client),
+        servers_us: per_purchase(servers),
     }
 }
 
 fn redis_benchmark(server: &Server, round: usize) -> Measure {
     let key = "bench:durability:rb";
     fresh_sale(server, key);
+    let (client, servers) = (seckill_harness::children_cpu_time(), servers_cpu());
     let took = seckill_harness::redis_benchmark_try(server, key, &format!("r{round}:"), PURCHASES);
-    measured(server, took, None)
+    let cpu = (
+        seckill_harness::children_cpu_time() - client,
+        servers_cpu() - servers,
+    );
+    measured(server, took, cpu)
 }
 
 /// PURCHASES purchases from TASKS tasks: `buy(n)` makes the n-th.
@@ -84,8 +105,8 @@ where
 {
     let buy = Arc::new(buy);
     let next = Arc::new(AtomicUsize::new(0));
-    let (cpu, started) = (seckill_harness::cpu_time(), Instant::now());
-    let tasks: Vec<_> = (0..TASKS)
+    let (cpu, servers, started) = (seckill_harness::cpu_time(), servers_cpu(), Instant::now());
+    let tasks: Vec<_> = (0..tasks_n())
         .map(|_| {
             let (buy, next) = (buy.clone(), next.clone());
             tokio::spawn(async move {
@@ -102,11 +123,9 @@ where
     for task in tasks {
         task.await.unwrap();
     }
-    measured(
-        server,
-        started.elapsed(),
-        Some(seckill_harness::cpu_time() - cpu),
-    )
+    let took = started.elapsed();
+    let cpu = (seckill_harness::cpu_time() - cpu, servers_cpu() - servers);
+    measured(server, took, cpu)
 }
 
 async fn library(server: &Server, durability: Durability, row: &str) -> Measure {
@@ -280,6 +299,29 @@ fn failover_section() -> String {
     md
 }
 
+/// The sync latencies, the Python rows and the failover table.
+fn sync_and_python_sections(master: &Server) -> String {
+    let mut md = String::new();
+    writeln!(
+        md,
+        "\nSync, one connection (`Session::server`), {SYNC_PURCHASES} purchases one after the \
+         other:\n\n| durability | p50 us | p99 us |\n| --- | ---: | ---: |"
+    )
+    .unwrap();
+    for durability in [Durability::Master, Durability::Replica] {
+        let (p50, p99) = sync_latency(master, durability);
+        writeln!(md, "| {durability:?} | {p50:.0} | {p99:.0} |").unwrap();
+    }
+    md.push('\n');
+    md.push_str(&python_bench(
+        "python_durability.py",
+        &[&master.port.to_string()],
+    ));
+    md.push('\n');
+    md.push_str(&failover_section());
+    md
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--failover-only") {
         print!("{}", failover_section());
@@ -288,6 +330,8 @@ fn main() {
     let master = Server::start();
     let replica = Server::start();
     replicate(&replica, &master);
+    let pids = [&master, &replica].map(|s| s.pid().expect("started"));
+    SERVERS.set(pids.to_vec()).expect("set once");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -310,8 +354,8 @@ fn main() {
          Goals (#51): the default (`Durability::Replica`) at >= 0.8x `Durability::Master` and \
          >= 0.8x bare SECKILL.TRY on a `MultiplexedConnection`; client CPU <= 2 us per purchase. \
          redis-benchmark is the ceiling (client and server share the machine's cores).\n\n\
-         | row | purchases/s | vs Master | vs bare TRY | server us/TRY | WAITs/purchase | client CPU us/purchase |\n\
-         | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+         | row | purchases/s | vs Master | vs bare TRY | server us/TRY | WAITs/purchase | client CPU us/purchase | servers' CPU us/purchase |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     )
     .unwrap();
     for (row, m) in [
@@ -326,39 +370,24 @@ fn main() {
             &replica_kept,
         ),
     ] {
-        let client = if m.client_us > 0.0 {
-            format!("{:.2}", m.client_us)
-        } else {
-            "-".to_string()
-        };
         writeln!(
             md,
-            "| {row} | {:.0} | {:.2}x | {:.2}x | {:.2} | {:.4} | {client} |",
+            "| {row} | {:.0} | {:.2}x | {:.2}x | {:.2} | {:.4} | {:.2} | {:.2} |",
             m.per_s,
             m.per_s / master_only.per_s,
             m.per_s / raw.per_s,
             m.server_us,
             m.waits_per_purchase,
+            m.client_us,
+            m.servers_us,
         )
         .unwrap();
     }
-    writeln!(
-        md,
-        "\nSync, one connection (`Session::server`), {SYNC_PURCHASES} purchases one after the \
-         other:\n\n| durability | p50 us | p99 us |\n| --- | ---: | ---: |"
-    )
-    .unwrap();
-    for durability in [Durability::Master, Durability::Replica] {
-        let (p50, p99) = sync_latency(&master, durability);
-        writeln!(md, "| {durability:?} | {p50:.0} | {p99:.0} |").unwrap();
+    if std::env::args().any(|a| a == "--async-only") {
+        print!("{md}");
+        return;
     }
-    md.push('\n');
-    md.push_str(&python_bench(
-        "python_durability.py",
-        &[&master.port.to_string()],
-    ));
-    md.push('\n');
-    md.push_str(&failover_section());
+    md.push_str(&sync_and_python_sections(&master));
     print!("{md}");
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/results");
     std::fs::create_dir_all(&dir).unwrap();

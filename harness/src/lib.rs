@@ -449,13 +449,45 @@ pub fn busy_spells(
 /// This process's CPU time so far, user and system (getrusage): what a client costs, its
 /// servers being other processes.
 pub fn cpu_time() -> Duration {
+    rusage(libc::RUSAGE_SELF)
+}
+
+/// The CPU time of this process's children that ended and were waited for (a
+/// redis-benchmark run as a client).
+pub fn children_cpu_time() -> Duration {
+    rusage(libc::RUSAGE_CHILDREN)
+}
+
+fn rusage(who: libc::c_int) -> Duration {
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: getrusage fills the struct it is given.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    unsafe { libc::getrusage(who, &mut usage) };
     let time = |t: libc::timeval| {
         Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
     };
     time(usage.ru_utime) + time(usage.ru_stime)
+}
+
+/// A server's CPU time so far, user and system (`/proc/<pid>/stat`, in clock ticks): what
+/// the servers cost beside the client's [`cpu_time`]. Zero when the process is gone.
+pub fn server_cpu_time(server: &Server) -> Duration {
+    server.pid().map_or(Duration::ZERO, process_cpu_time)
+}
+
+/// Process `pid`'s CPU time so far (see [`server_cpu_time`]).
+pub fn process_cpu_time(pid: u32) -> Duration {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return Duration::ZERO;
+    };
+    // The command name may hold spaces: the fields after it start past the last ')'.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    // utime and stime are the stat file's fields 14 and 15: 11 and 12 past the name.
+    // SAFETY: sysconf has no preconditions.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Duration::from_millis((ticks(11) + ticks(12)) * 1000 / per_second)
 }
 
 /// A field of `command`'s line in `INFO commandstats` (`calls`, `usec_per_call`, ...); 0 when

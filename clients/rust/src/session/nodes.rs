@@ -29,9 +29,9 @@ pub(crate) struct Settings {
 }
 
 /// Connections per node, the calls going round them: a `WAIT` holds its connection in the
-/// server until the replicas answer (or its timeout), and the calls sent meanwhile go on the
-/// others, so purchases keep flowing past a group acknowledgement (`make bench`,
-/// "Durability").
+/// server until the replicas answer (or its timeout), so a call goes on a connection that no
+/// `WAIT` holds when there is one, and purchases keep flowing past a group acknowledgement
+/// (`make bench`, "Durability").
 const LANES: usize = 4;
 
 /// One node's connections, each made by whichever call needs it first.
@@ -42,13 +42,7 @@ struct Node {
     next: AtomicUsize,
     /// Connections made to the node so far.
     made: AtomicU64,
-    /// The `WAIT`s (and `WAITAOF`s) sent on the node's connections, by their arguments and
-    /// lane.
-    waits: Mutex<HashMap<WaitOnLane, Arc<Rounds>>>,
 }
-
-/// A `WAIT`'s packed arguments and the lane it is sent on.
-type WaitOnLane = (Vec<u8>, usize);
 
 #[derive(Default)]
 struct Lane {
@@ -61,15 +55,12 @@ struct Lane {
 /// A call's connection: the connection, which of the node's it is, and its lane.
 type Lease = (Pipelined, u64, usize);
 
-/// The group acknowledgement of one node: a `WAIT` counts every earlier write of its
-/// connection, so the writes whose answers came while one was on its way share the next one,
-/// sent once that one is back (a `WAIT` holds its connection in the server: one at a time).
-#[derive(Default)]
-struct Rounds {
-    /// WAITs begun.
-    started: AtomicU64,
-    /// The last one's round, its connection, and its answer; held while one is on its way.
-    last: tokio::sync::Mutex<Option<(u64, u64, RedisResult<Value>)>>,
+/// Where a call went: which of its node's connections, and the call's number on it (what a
+/// `WAIT` for its writes must be written after).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Written {
+    pub made: u64,
+    pub number: u64,
 }
 
 pub(crate) struct Nodes {
@@ -77,7 +68,8 @@ pub(crate) struct Nodes {
     nodes: Mutex<HashMap<Arc<str>, Arc<Node>>>,
     health: Health,
     connects: AtomicU64,
-    waits: AtomicU64,
+    /// `WAIT`s (and `WAITAOF`s) written on the node's connections.
+    waits: Arc<AtomicU64>,
 }
 
 impl Nodes {
@@ -87,7 +79,7 @@ impl Nodes {
             nodes: Mutex::new(HashMap::new()),
             health: Health::default(),
             connects: AtomicU64::new(0),
-            waits: AtomicU64::new(0),
+            waits: Arc::default(),
         }
     }
 
@@ -105,80 +97,57 @@ impl Nodes {
         Ok(self.call_on(node, cmd, asking).await?.0)
     }
 
-    /// [`Nodes::call`], and which of the node's connections it went on (for
-    /// [`Nodes::shared_wait`]).
+    /// [`Nodes::call`], and where it went (for [`Nodes::shared_wait`]).
     pub async fn call_on(
         &self,
         node: &Arc<str>,
         cmd: &Cmd,
         asking: bool,
-    ) -> RedisResult<(Value, u64)> {
-        let lease = self.connection(node).await?;
-        let made = lease.1;
-        if !asking {
-            return Ok((self.send(node, lease, cmd).await?, made));
-        }
-        let (con, made, lane) = lease;
+    ) -> RedisResult<(Value, Written)> {
+        let (con, made, lane) = self.connection(node).await?;
         let budget = self.settings.response_timeout + blocking_time(cmd);
-        let mut pipeline = redis::pipe();
-        pipeline.cmd("ASKING").add_command(cmd.clone());
         let result = within(budget, async move {
-            let mut replies = con.send_packed_commands(&pipeline, 0, 2).await?;
-            replies.pop().unwrap_or(Value::Nil).extract_error()
+            if !asking {
+                return con.send_packed_command(cmd).await;
+            }
+            let mut pipeline = redis::pipe();
+            pipeline.cmd("ASKING").add_command(cmd.clone());
+            let (mut replies, number) = con.send_packed_commands(&pipeline, 0, 2).await?;
+            Ok((replies.pop().unwrap_or(Value::Nil), number))
         })
         .await;
         self.judge(node, (made, lane), &result);
-        result.map(|value| (value, made))
+        result.map(|(value, number)| (value, Written { made, number }))
     }
 
-    /// `cmd` on `con`, `node`'s connection, bounded by the response timeout (plus the wait it
-    /// asks for), its outcome judged.
-    async fn send(&self, node: &Arc<str>, lease: Lease, cmd: &Cmd) -> RedisResult<Value> {
-        let (con, made, lane) = lease;
-        let budget = self.settings.response_timeout + blocking_time(cmd);
-        let result = within(budget, async move { con.send_packed_command(cmd).await }).await;
+    /// `wait` (a `WAIT` or `WAITAOF`) for a write that went as `written` on `node`: the
+    /// answer of one written on that connection after the write, shared with every write in
+    /// the same case (the connection's writer sends one per write at most, see
+    /// `pipelined::writer`). The connection gone since the write: a lost call (the write is
+    /// the caller's to send again under its attempt id).
+    pub async fn shared_wait(
+        &self,
+        node: &Arc<str>,
+        wait: &Cmd,
+        written: Written,
+    ) -> RedisResult<Value> {
+        let entry = self.entry(node, true).expect("made when missing");
+        let leased = (0..LANES).find_map(|lane| {
+            lock(&entry.lanes[lane].con)
+                .as_ref()
+                .filter(|(_, now)| *now == written.made)
+                .map(|(con, now)| (con.clone(), *now, lane))
+        });
+        let Some((con, made, lane)) = leased else {
+            return Err(gone(node));
+        };
+        let budget = self.settings.response_timeout + blocking_time(wait);
+        let result = within(budget, con.wait_after(written.number, wait)).await;
         self.judge(node, (made, lane), &result);
         result
     }
 
-    /// `wait` (a `WAIT` or `WAITAOF`) for a write made on `node`'s connection `made`: the
-    /// answer of a `WAIT` sent on that connection after the write's answer came (so it counts
-    /// the write), shared with every write in the same case: one is sent per round, not one
-    /// per write. The connection gone since the write: a lost call (the write is the caller's
-    /// to send again under its attempt id).
-    pub async fn shared_wait(&self, node: &Arc<str>, wait: &Cmd, made: u64) -> RedisResult<Value> {
-        let entry = self.entry(node, true).expect("made when missing");
-        let Some(lane) = (0..LANES).find(|&lane| {
-            lock(&entry.lanes[lane].con)
-                .as_ref()
-                .is_some_and(|(_, now)| *now == made)
-        }) else {
-            return Err(gone(node));
-        };
-        let rounds = lock(&entry.waits)
-            .entry((wait.get_packed_command(), lane))
-            .or_default()
-            .clone();
-        let wanted = rounds.started.load(Ordering::SeqCst) + 1;
-        let mut last = rounds.last.lock().await;
-        if let Some((round, on, answer)) = &*last
-            && *round >= wanted
-            && *on == made
-        {
-            return answer.clone();
-        }
-        let round = rounds.started.fetch_add(1, Ordering::SeqCst) + 1;
-        let leased = lock(&entry.lanes[lane].con).clone();
-        let answer = match leased {
-            Some((con, now)) if now == made => self.send(node, (con, now, lane), wait).await,
-            _ => Err(gone(node)),
-        };
-        *last = Some((round, made, answer.clone()));
-        self.waits.fetch_add(1, Ordering::Relaxed);
-        answer
-    }
-
-    /// How many shared `WAIT`s were sent.
+    /// How many `WAIT`s (and `WAITAOF`s) were written, each shared by the writes before it.
     pub fn waits(&self) -> u64 {
         self.waits.load(Ordering::Relaxed)
     }
@@ -194,7 +163,7 @@ impl Nodes {
         let (con, made, lane) = self.connection(node).await?;
         let budget = self.settings.response_timeout;
         let result = within(budget, async move {
-            con.send_packed_commands(pipeline, offset, count).await
+            Ok(con.send_packed_commands(pipeline, offset, count).await?.0)
         })
         .await;
         self.judge(node, (made, lane), &result);
@@ -261,7 +230,20 @@ impl Nodes {
             return Err(not_sent(node));
         }
         let entry = self.entry(node, true).expect("made when missing");
-        let lane = entry.next.fetch_add(1, Ordering::Relaxed) % LANES;
+        let first = entry.next.fetch_add(1, Ordering::Relaxed);
+        let mut lane = first % LANES;
+        for step in 0..LANES {
+            let at = (first + step) % LANES;
+            match lock(&entry.lanes[at].con).as_ref() {
+                Some((con, made)) if !con.holding() => return Ok((con.clone(), *made, at)),
+                Some(_) => {}
+                None => {
+                    lane = at;
+                    break;
+                }
+            }
+        }
+        // Every lane's WAIT holds it (the call waits behind the first's), or one to make.
         let leased = |con: &(Pipelined, u64)| (con.0.clone(), con.1, lane);
         if let Some(con) = lock(&entry.lanes[lane].con).as_ref() {
             return Ok(leased(con));
@@ -297,7 +279,7 @@ impl Nodes {
         }
         let stream = socket.connect(address).await?;
         stream.set_nodelay(true)?;
-        let con = Pipelined::handshake(stream, &self.settings.redis).await?;
+        let con = Pipelined::handshake(stream, &self.settings.redis, self.waits.clone()).await?;
         self.connects.fetch_add(1, Ordering::Relaxed);
         Ok(con)
     }

@@ -11,6 +11,8 @@
 //! one write carries them all (see `make bench`, "Durability").
 
 use redis::{Cmd, Pipeline, ProtocolVersion, RedisConnectionInfo, RedisResult, Value};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -25,65 +27,127 @@ const READ_CHUNK: usize = 64 * 1024;
 #[derive(Clone)]
 pub(crate) struct Pipelined {
     calls: mpsc::UnboundedSender<Call>,
+    /// `WAIT`s written whose answer has not come: each holds the connection in the server.
+    holding: Arc<AtomicUsize>,
 }
 
-/// Commands written together, and who waits for which of their replies.
-struct Call {
-    packed: Vec<u8>,
-    awaited: Awaited,
+/// Where a call's replies go.
+type Done = oneshot::Sender<RedisResult<Vec<Value>>>;
+
+/// What a task asks of the connection.
+enum Call {
+    /// Commands written together, and who waits for which of their replies.
+    Commands { packed: Vec<u8>, awaited: Awaited },
+    /// A `WAIT` (or `WAITAOF`, `packed`) written after the call numbered `after`: one sent
+    /// since counts it, so the requests share one (see `writer`).
+    Wait {
+        after: u64,
+        packed: Vec<u8>,
+        done: Done,
+    },
 }
 
 /// The replies of one call: `skip` of them dropped (a transaction's QUEUED), then `count`
-/// handed over.
+/// handed over, with the call's number on the connection.
 struct Awaited {
     skip: usize,
     count: usize,
-    done: oneshot::Sender<RedisResult<Vec<Value>>>,
+    to: Reply,
+}
+
+enum Reply {
+    /// One caller, told the call's number too.
+    Call(oneshot::Sender<RedisResult<(Vec<Value>, u64)>>, u64),
+    /// A shared `WAIT`'s callers.
+    Wait(Arc<Mutex<Shared>>),
+}
+
+/// A written `WAIT`'s callers until its answer comes, then its answer (for a caller that asks
+/// after it came and whose call it counts).
+enum Shared {
+    Waiting(Vec<Done>),
+    Answered(RedisResult<Vec<Value>>),
 }
 
 impl Pipelined {
     /// A connection over `stream`, after the handshake `info` asks for (RESP3's HELLO, AUTH,
-    /// SELECT).
+    /// SELECT); `waits` counts the `WAIT`s it writes.
     pub(crate) async fn handshake(
         stream: TcpStream,
         info: &RedisConnectionInfo,
+        waits: Arc<AtomicU64>,
     ) -> RedisResult<Pipelined> {
         let (read, write) = stream.into_split();
         let (calls, queued) = mpsc::unbounded_channel();
         let (awaited, expected) = mpsc::unbounded_channel();
-        tokio::spawn(writer(write, queued, awaited));
-        tokio::spawn(reader(read, expected));
-        let con = Pipelined { calls };
+        let holding = Arc::new(AtomicUsize::new(0));
+        tokio::spawn(writer(write, queued, awaited, (holding.clone(), waits)));
+        tokio::spawn(reader(read, expected, holding.clone()));
+        let con = Pipelined { calls, holding };
         for cmd in handshake(info) {
-            if let Value::ServerError(e) = con.send_packed_command(&cmd).await? {
+            if let Value::ServerError(e) = con.send_packed_command(&cmd).await?.0 {
                 return Err(e.into());
             }
         }
         Ok(con)
     }
 
-    /// `cmd`'s reply (a server error as `Value::ServerError`).
-    pub(crate) async fn send_packed_command(&self, cmd: &Cmd) -> RedisResult<Value> {
-        let mut replies = self.send(cmd.get_packed_command(), 0, 1).await?;
-        Ok(replies.pop().unwrap_or(Value::Nil))
+    /// `cmd`'s reply (a server error as `Value::ServerError`) and the call's number on the
+    /// connection (for [`Pipelined::wait_after`]).
+    pub(crate) async fn send_packed_command(&self, cmd: &Cmd) -> RedisResult<(Value, u64)> {
+        let (mut replies, number) = self.send(cmd.get_packed_command(), 0, 1).await?;
+        Ok((replies.pop().unwrap_or(Value::Nil), number))
     }
 
-    /// `pipeline`'s replies after the first `offset`, `count` of them.
+    /// `pipeline`'s replies after the first `offset`, `count` of them, and the call's number.
     pub(crate) async fn send_packed_commands(
         &self,
         pipeline: &Pipeline,
         offset: usize,
         count: usize,
-    ) -> RedisResult<Vec<Value>> {
+    ) -> RedisResult<(Vec<Value>, u64)> {
         self.send(pipeline.get_packed_pipeline(), offset, count)
             .await
     }
 
-    async fn send(&self, packed: Vec<u8>, skip: usize, count: usize) -> RedisResult<Vec<Value>> {
+    /// The answer of a `wait` (a `WAIT` or `WAITAOF`) written after the call numbered
+    /// `after`, so that it counts that call's writes: one written for an earlier caller is
+    /// shared when it was written after that call; the requests that come while the writer
+    /// is busy share the next one.
+    pub(crate) async fn wait_after(&self, after: u64, wait: &Cmd) -> RedisResult<Value> {
         let (done, answer) = oneshot::channel();
-        let awaited = Awaited { skip, count, done };
+        let packed = wait.get_packed_command();
         self.calls
-            .send(Call { packed, awaited })
+            .send(Call::Wait {
+                after,
+                packed,
+                done,
+            })
+            .map_err(|_| dropped())?;
+        let mut replies = answer.await.map_err(|_| dropped())??;
+        Ok(replies.pop().unwrap_or(Value::Nil))
+    }
+
+    /// Whether a `WAIT` holds the connection in the server now: calls sent on it wait for its
+    /// answer.
+    pub(crate) fn holding(&self) -> bool {
+        self.holding.load(Ordering::Relaxed) > 0
+    }
+
+    async fn send(
+        &self,
+        packed: Vec<u8>,
+        skip: usize,
+        count: usize,
+    ) -> RedisResult<(Vec<Value>, u64)> {
+        let (done, answer) = oneshot::channel();
+        let awaited = Awaited {
+            skip,
+            count,
+            to: Reply::Call(done, 0),
+        };
+        self.calls
+            .send(Call::Commands { packed, awaited })
             .map_err(|_| dropped())?;
         answer.await.map_err(|_| dropped())?
     }
@@ -125,26 +189,102 @@ fn dropped() -> redis::RedisError {
     .into()
 }
 
+/// The last `WAIT` written: its bytes, its call number, and its callers or answer.
+struct LastWait {
+    packed: Vec<u8>,
+    number: u64,
+    shared: Arc<Mutex<Shared>>,
+}
+
 /// Writes the calls as they come: once woken by one, it yields, so that every task ready to
 /// call queues its call, then writes all that are queued at once. Each call's replies are
-/// announced to the reader before its bytes are written.
+/// announced to the reader before its bytes are written, with the call's number (calls are
+/// numbered in the order they are written). A `WAIT` asked for after a call is shared: with
+/// the last one written when that was written after the call, else with the others asked in
+/// the same write, one `WAIT` at its end (so it counts every write before it). Different
+/// waits (another timeout) are not merged: only the last kind written is shared.
 async fn writer(
     mut write: OwnedWriteHalf,
     mut queued: mpsc::UnboundedReceiver<Call>,
     awaited: mpsc::UnboundedSender<Awaited>,
+    (holding, waits_written): (Arc<AtomicUsize>, Arc<AtomicU64>),
 ) {
     let mut buffer = Vec::with_capacity(READ_CHUNK);
+    let mut number: u64 = 0;
+    let mut last_wait: Option<LastWait> = None;
     while let Some(first) = queued.recv().await {
         tokio::task::yield_now().await;
         let mut next = Some(first);
+        // The waits asked in this write, to end it with.
+        let mut waits: Vec<(Vec<u8>, Vec<Done>)> = Vec::new();
         while let Some(call) = next.take() {
-            buffer.extend_from_slice(&call.packed);
-            if awaited.send(call.awaited).is_err() {
-                return; // the reader is gone: so is the connection
+            match call {
+                Call::Commands {
+                    packed,
+                    awaited: mut replies,
+                } => {
+                    number += 1;
+                    if let Reply::Call(_, n) = &mut replies.to {
+                        *n = number;
+                    }
+                    buffer.extend_from_slice(&packed);
+                    if awaited.send(replies).is_err() {
+                        return; // the reader is gone: so is the connection
+                    }
+                }
+                Call::Wait {
+                    after,
+                    packed,
+                    done,
+                } => {
+                    if let Some(last) = &last_wait
+                        && last.number > after
+                        && last.packed == packed
+                    {
+                        let mut shared = lock(&last.shared);
+                        match &mut *shared {
+                            Shared::Waiting(callers) => callers.push(done),
+                            Shared::Answered(answer) => {
+                                let _ = done.send(answer.clone());
+                            }
+                        }
+                    } else if let Some((_, callers)) = waits.iter_mut().find(|(p, _)| *p == packed)
+                    {
+                        callers.push(done);
+                    } else {
+                        waits.push((packed, vec![done]));
+                    }
+                }
             }
             if buffer.len() < MAX_WRITE {
                 next = queued.try_recv().ok();
             }
+        }
+        for (packed, callers) in waits {
+            number += 1;
+            buffer.extend_from_slice(&packed);
+            let shared = Arc::new(Mutex::new(Shared::Waiting(callers)));
+            holding.fetch_add(1, Ordering::Relaxed);
+            waits_written.fetch_add(1, Ordering::Relaxed);
+            let to = Reply::Wait(shared.clone());
+            if awaited
+                .send(Awaited {
+                    skip: 0,
+                    count: 1,
+                    to,
+                })
+                .is_err()
+            {
+                return;
+            }
+            last_wait = Some(LastWait {
+                packed,
+                number,
+                shared,
+            });
+        }
+        if buffer.is_empty() {
+            continue; // only waits shared with one already written
         }
         if write.write_all(&buffer).await.is_err() {
             return;
@@ -155,7 +295,11 @@ async fn writer(
 
 /// Reads replies and hands each call its own, in the order the calls were written. On a
 /// failure or the end of the stream, every call still waiting fails.
-async fn reader(mut read: OwnedReadHalf, mut expected: mpsc::UnboundedReceiver<Awaited>) {
+async fn reader(
+    mut read: OwnedReadHalf,
+    mut expected: mpsc::UnboundedReceiver<Awaited>,
+    holding: Arc<AtomicUsize>,
+) {
     let mut buffer: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     let mut current: Option<(Awaited, Vec<Value>)> = None;
     'reading: loop {
@@ -188,13 +332,51 @@ async fn reader(mut read: OwnedReadHalf, mut expected: mpsc::UnboundedReceiver<A
             replies.push(value);
             if replies.len() == call.skip + call.count {
                 let (call, mut replies) = current.take().expect("just matched");
-                let _ = call.done.send(Ok(replies.split_off(call.skip)));
+                let replies = replies.split_off(call.skip);
+                match call.to {
+                    Reply::Call(done, number) => {
+                        let _ = done.send(Ok((replies, number)));
+                    }
+                    Reply::Wait(shared) => {
+                        holding.fetch_sub(1, Ordering::Relaxed);
+                        let answer = Ok(replies);
+                        let waiting = std::mem::replace(
+                            &mut *lock(&shared),
+                            Shared::Answered(answer.clone()),
+                        );
+                        if let Shared::Waiting(callers) = waiting {
+                            for done in callers {
+                                let _ = done.send(answer.clone());
+                            }
+                        }
+                    }
+                }
             }
         }
         buffer.drain(..at);
     }
-    // Dropping the senders fails the calls still waiting (`dropped`).
+    // Dropping the senders fails the calls still waiting (`dropped`); a shared WAIT's callers
+    // that come later fail too.
     expected.close();
+    while let Ok(call) = expected.try_recv() {
+        if let Reply::Wait(shared) = call.to {
+            *lock(&shared) = Shared::Answered(Err(dropped()));
+        }
+    }
+    if let Some((
+        Awaited {
+            to: Reply::Wait(shared),
+            ..
+        },
+        _,
+    )) = current
+    {
+        *lock(&shared) = Shared::Answered(Err(dropped()));
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The length of the RESP2/RESP3 frame at the start of `bytes`: `None` while it is not all

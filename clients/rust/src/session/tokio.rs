@@ -10,7 +10,7 @@
 //! command again after a failure that may have run it: a purchase is the library's to resend,
 //! under its attempt id.
 
-use super::nodes::{Nodes, Settings, lost};
+use super::nodes::{Nodes, Settings, Written, lost};
 use super::slot_map::SlotMap;
 use crate::routing::{command_key, key_slot, redirect};
 use redis::aio::ConnectionLike;
@@ -40,8 +40,8 @@ pub struct ClusterSession {
     /// The node of this clone's last command: what keeps a write (`INFO replication`, a
     /// `WAIT`, which counts the writes of its connection) goes there.
     last_node: Option<Arc<str>>,
-    /// The node and which of its connections the last command with a key went on.
-    last_connection: Option<(Arc<str>, u64)>,
+    /// The node and the connection the last command with a key went on.
+    last_connection: Option<(Arc<str>, Written)>,
 }
 
 /// How to make a [`ClusterSession`]: the nodes to start from, and its timeouts.
@@ -211,14 +211,14 @@ impl ClusterSession {
         let (slot, mut node) = self.target(cmd);
         if slot.is_none()
             && super::is_wait(super::name_of(cmd))
-            && let Some((written, made)) = &self.last_connection
-            && *written == node
+            && let Some((on, written)) = &self.last_connection
+            && *on == node
         {
-            let made = *made;
+            let written = *written;
             // After a write: one WAIT shared by the writes of this connection.
             return self
                 .nodes
-                .shared_wait(&node, cmd, made)
+                .shared_wait(&node, cmd, written)
                 .await
                 .and_then(top_error);
         }
@@ -229,11 +229,11 @@ impl ClusterSession {
                 .nodes
                 .call_on(&node, cmd, asking)
                 .await
-                .and_then(|(value, made)| Ok((top_error(value)?, made)));
+                .and_then(|(value, written)| Ok((top_error(value)?, written)));
             let e = match result {
-                Ok((value, made)) => {
+                Ok((value, written)) => {
                     if slot.is_some() {
-                        self.last_connection = Some((node.clone(), made));
+                        self.last_connection = Some((node.clone(), written));
                     }
                     self.last_node = Some(node);
                     return Ok(value);
