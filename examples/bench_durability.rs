@@ -22,7 +22,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 const TASKS: usize = 256;
-fn tasks_n() -> usize { std::env::var("T").ok().and_then(|t| t.parse().ok()).unwrap_or(TASKS) }
 const PURCHASES: usize = 100_000;
 const ROUNDS: usize = 3;
 const SYNC_PURCHASES: usize = 3_000;
@@ -106,7 +105,7 @@ where
     let buy = Arc::new(buy);
     let next = Arc::new(AtomicUsize::new(0));
     let (cpu, servers, started) = (seckill_harness::cpu_time(), servers_cpu(), Instant::now());
-    let tasks: Vec<_> = (0..tasks_n())
+    let tasks: Vec<_> = (0..TASKS)
         .map(|_| {
             let (buy, next) = (buy.clone(), next.clone());
             tokio::spawn(async move {

@@ -84,6 +84,64 @@ async fn concurrent_purchases_on_a_session_share_their_waits() {
     assert_eq!(sold, 256, "every purchase answered is on the replica");
 }
 
+/// While purchases succeed, an `aio::ClusterSession` connection ends each write of kept
+/// purchases with their `WAIT` (a round trip less); once they are refused, it does not: a
+/// sold-out sale's refusals never wait behind a `WAIT` for a frozen replica.
+#[tokio::test]
+async fn refusals_send_no_wait_even_behind_a_frozen_replica() {
+    let (master, replica) = master_with_replica();
+    let session = aio::ClusterSession::connect([master.url()]).await.unwrap();
+    let sale = Arc::new(
+        aio::Sale::create(&mut session.clone(), "s", &SaleSpec::new(200, 1))
+            .await
+            .unwrap()
+            .ack_timeout(Duration::from_millis(500)),
+    );
+    let buy_all = |prefix: &'static str, count: usize| {
+        let tasks: Vec<_> = (0..count)
+            .map(|i| {
+                let (sale, mut con) = (sale.clone(), session.clone());
+                tokio::spawn(async move {
+                    aio::FlashSale::try_buy(&*sale, &mut con, format!("{prefix}{i}"), 1).await
+                })
+            })
+            .collect();
+        async move {
+            let mut replies = Vec::new();
+            for task in tasks {
+                replies.push(task.await.unwrap());
+            }
+            replies
+        }
+    };
+    // Sold out by 256 buyers: 200 bought, each kept.
+    let replies = buy_all("u", 256).await;
+    let bought = replies
+        .iter()
+        .filter(|r| matches!(r, Ok(TryReply::Bought { .. })))
+        .count();
+    assert_eq!(bought, 200, "{replies:?}");
+    assert!(
+        replies
+            .iter()
+            .all(|r| matches!(r, Ok(TryReply::Bought { .. } | TryReply::SoldOut)))
+    );
+    replica.signal(libc::SIGSTOP);
+    let before = waits(&master);
+    for round in 0..5 {
+        let replies = buy_all(["a", "b", "c", "d", "e"][round], 200).await;
+        assert!(
+            replies.iter().all(|r| matches!(r, Ok(TryReply::SoldOut))),
+            "{replies:?}"
+        );
+    }
+    let sent = waits(&master) - before;
+    replica.signal(libc::SIGCONT);
+    // A connection whose last kept purchase was bought may end its next write with a WAIT:
+    // one per connection at most (the session has 2 per node).
+    assert!(sent <= 2, "{sent} WAITs for 1 000 refusals");
+}
+
 #[test]
 fn a_cut_replica_makes_a_purchase_not_replicated_and_the_same_attempt_is_kept_later() {
     let (master, replica) = master_with_replica();

@@ -42,7 +42,7 @@ use std::future::Future;
 /// [`crate::FlashSale`], async: what [`Sale`] and [`PartitionedSale`] both do.
 pub trait FlashSale {
     /// See [`crate::FlashSale::try_buy`].
-    fn try_buy<C: ConnectionLike + Send>(
+    fn try_buy<C: ConnectionLike + Send + 'static>(
         &self,
         con: &mut C,
         user: impl AsRef<[u8]> + Send,
@@ -50,7 +50,7 @@ pub trait FlashSale {
     ) -> impl Future<Output = Result<TryReply>> + Send;
 
     /// See [`crate::FlashSale::try_buy_again`].
-    fn try_buy_again<C: ConnectionLike + Send>(
+    fn try_buy_again<C: ConnectionLike + Send + 'static>(
         &self,
         con: &mut C,
         user: impl AsRef<[u8]> + Send,
@@ -59,7 +59,7 @@ pub trait FlashSale {
     ) -> impl Future<Output = Result<TryReply>> + Send;
 
     /// See [`crate::FlashSale::try_buy_acked`].
-    fn try_buy_acked<C: ConnectionLike + Send>(
+    fn try_buy_acked<C: ConnectionLike + Send + 'static>(
         &self,
         con: &mut C,
         user: impl AsRef<[u8]> + Send,
@@ -69,14 +69,14 @@ pub trait FlashSale {
     ) -> impl Future<Output = Result<(TryReply, u64)>> + Send;
 
     /// See [`crate::FlashSale::confirm`].
-    fn confirm<C: ConnectionLike + Send>(
+    fn confirm<C: ConnectionLike + Send + 'static>(
         &self,
         con: &mut C,
         user: impl AsRef<[u8]> + Send,
     ) -> impl Future<Output = Result<bool>> + Send;
 
     /// See [`crate::FlashSale::cancel`].
-    fn cancel<C: ConnectionLike + Send>(
+    fn cancel<C: ConnectionLike + Send + 'static>(
         &self,
         con: &mut C,
         user: impl AsRef<[u8]> + Send,
@@ -84,75 +84,75 @@ pub trait FlashSale {
     ) -> impl Future<Output = Result<u64>> + Send;
 
     /// See [`crate::FlashSale::restock`].
-    fn restock<C: ConnectionLike + Send>(
+    fn restock<C: ConnectionLike + Send + 'static>(
         &self,
         con: &mut C,
         units: u64,
     ) -> impl Future<Output = Result<()>> + Send;
 
     /// See [`crate::FlashSale::bought`].
-    fn bought<C: ConnectionLike + Send>(
+    fn bought<C: ConnectionLike + Send + 'static>(
         &self,
         con: &mut C,
         user: impl AsRef<[u8]> + Send,
     ) -> impl Future<Output = Result<u64>> + Send;
 
     /// See [`crate::FlashSale::join`].
-    fn join<C: ConnectionLike + Send>(
+    fn join<C: ConnectionLike + Send + 'static>(
         &self,
         con: &mut C,
         user: impl AsRef<[u8]> + Send,
     ) -> impl Future<Output = Result<i64>> + Send;
 
     /// See [`crate::FlashSale::position`].
-    fn position<C: ConnectionLike + Send>(
+    fn position<C: ConnectionLike + Send + 'static>(
         &self,
         con: &mut C,
         user: impl AsRef<[u8]> + Send,
     ) -> impl Future<Output = Result<Option<i64>>> + Send;
 
     /// See [`crate::FlashSale::leave`].
-    fn leave<C: ConnectionLike + Send>(
+    fn leave<C: ConnectionLike + Send + 'static>(
         &self,
         con: &mut C,
         user: impl AsRef<[u8]> + Send,
     ) -> impl Future<Output = Result<bool>> + Send;
 
     /// See [`crate::FlashSale::place`].
-    fn place<C: ConnectionLike + Send>(
+    fn place<C: ConnectionLike + Send + 'static>(
         &self,
         con: &mut C,
         user: impl AsRef<[u8]> + Send,
     ) -> impl Future<Output = Result<Option<crate::Place>>> + Send;
 
     /// See [`crate::FlashSale::admit`].
-    fn admit<C: ConnectionLike + Send>(
+    fn admit<C: ConnectionLike + Send + 'static>(
         &self,
         con: &mut C,
         n: u64,
     ) -> impl Future<Output = Result<u64>> + Send;
 
     /// See [`crate::FlashSale::info`].
-    fn info<C: ConnectionLike + Send>(
+    fn info<C: ConnectionLike + Send + 'static>(
         &self,
         con: &mut C,
     ) -> impl Future<Output = Result<SaleInfo>> + Send;
 
     /// See [`crate::FlashSale::buyers`].
-    fn buyers<C: ConnectionLike + Send>(
+    fn buyers<C: ConnectionLike + Send + 'static>(
         &self,
         con: &mut C,
     ) -> impl Future<Output = Result<Vec<Buyer>>> + Send;
 
     /// See [`crate::FlashSale::create_group`].
-    fn create_group<C: ConnectionLike + Send>(
+    fn create_group<C: ConnectionLike + Send + 'static>(
         &self,
         con: &mut C,
         group: &str,
     ) -> impl Future<Output = Result<()>> + Send;
 
     /// See [`crate::FlashSale::read_group`].
-    fn read_group<C: ConnectionLike + Send>(
+    fn read_group<C: ConnectionLike + Send + 'static>(
         &self,
         con: &mut C,
         group: &str,
@@ -161,7 +161,7 @@ pub trait FlashSale {
     ) -> impl Future<Output = Result<Vec<SaleEvent>>> + Send;
 
     /// See [`crate::FlashSale::ack`].
-    fn ack<C: ConnectionLike + Send>(
+    fn ack<C: ConnectionLike + Send + 'static>(
         &self,
         con: &mut C,
         group: &str,
@@ -176,7 +176,7 @@ pub trait FlashSale {
 macro_rules! impl_async_flash_sale {
     ($sale:ty) => {
         impl FlashSale for $sale {
-            async fn try_buy<C: ConnectionLike + Send>(
+            async fn try_buy<C: ConnectionLike + Send + 'static>(
                 &self,
                 con: &mut C,
                 user: impl AsRef<[u8]> + Send,
@@ -194,7 +194,7 @@ macro_rules! impl_async_flash_sale {
                     .0)
             }
 
-            async fn try_buy_again<C: ConnectionLike + Send>(
+            async fn try_buy_again<C: ConnectionLike + Send + 'static>(
                 &self,
                 con: &mut C,
                 user: impl AsRef<[u8]> + Send,
@@ -213,7 +213,7 @@ macro_rules! impl_async_flash_sale {
                     .0)
             }
 
-            async fn try_buy_acked<C: ConnectionLike + Send>(
+            async fn try_buy_acked<C: ConnectionLike + Send + 'static>(
                 &self,
                 con: &mut C,
                 user: impl AsRef<[u8]> + Send,
@@ -232,7 +232,7 @@ macro_rules! impl_async_flash_sale {
                     .await
             }
 
-            async fn confirm<C: ConnectionLike + Send>(
+            async fn confirm<C: ConnectionLike + Send + 'static>(
                 &self,
                 con: &mut C,
                 user: impl AsRef<[u8]> + Send,
@@ -247,7 +247,7 @@ macro_rules! impl_async_flash_sale {
                 .await
             }
 
-            async fn cancel<C: ConnectionLike + Send>(
+            async fn cancel<C: ConnectionLike + Send + 'static>(
                 &self,
                 con: &mut C,
                 user: impl AsRef<[u8]> + Send,
@@ -264,7 +264,7 @@ macro_rules! impl_async_flash_sale {
                 .await
             }
 
-            async fn restock<C: ConnectionLike + Send>(
+            async fn restock<C: ConnectionLike + Send + 'static>(
                 &self,
                 con: &mut C,
                 units: u64,
@@ -279,7 +279,7 @@ macro_rules! impl_async_flash_sale {
                 .await
             }
 
-            async fn bought<C: ConnectionLike + Send>(
+            async fn bought<C: ConnectionLike + Send + 'static>(
                 &self,
                 con: &mut C,
                 user: impl AsRef<[u8]> + Send,
@@ -294,7 +294,7 @@ macro_rules! impl_async_flash_sale {
                 .await
             }
 
-            async fn join<C: ConnectionLike + Send>(
+            async fn join<C: ConnectionLike + Send + 'static>(
                 &self,
                 con: &mut C,
                 user: impl AsRef<[u8]> + Send,
@@ -309,7 +309,7 @@ macro_rules! impl_async_flash_sale {
                 .await
             }
 
-            async fn position<C: ConnectionLike + Send>(
+            async fn position<C: ConnectionLike + Send + 'static>(
                 &self,
                 con: &mut C,
                 user: impl AsRef<[u8]> + Send,
@@ -324,7 +324,7 @@ macro_rules! impl_async_flash_sale {
                 .await
             }
 
-            async fn leave<C: ConnectionLike + Send>(
+            async fn leave<C: ConnectionLike + Send + 'static>(
                 &self,
                 con: &mut C,
                 user: impl AsRef<[u8]> + Send,
@@ -339,7 +339,7 @@ macro_rules! impl_async_flash_sale {
                 .await
             }
 
-            async fn place<C: ConnectionLike + Send>(
+            async fn place<C: ConnectionLike + Send + 'static>(
                 &self,
                 con: &mut C,
                 user: impl AsRef<[u8]> + Send,
@@ -354,7 +354,11 @@ macro_rules! impl_async_flash_sale {
                 .await
             }
 
-            async fn admit<C: ConnectionLike + Send>(&self, con: &mut C, n: u64) -> Result<u64> {
+            async fn admit<C: ConnectionLike + Send + 'static>(
+                &self,
+                con: &mut C,
+                n: u64,
+            ) -> Result<u64> {
                 crate::observe::observed(
                     "admit",
                     self.0
@@ -363,7 +367,10 @@ macro_rules! impl_async_flash_sale {
                 .await
             }
 
-            async fn info<C: ConnectionLike + Send>(&self, con: &mut C) -> Result<SaleInfo> {
+            async fn info<C: ConnectionLike + Send + 'static>(
+                &self,
+                con: &mut C,
+            ) -> Result<SaleInfo> {
                 crate::observe::observed(
                     "info",
                     self.0
@@ -372,13 +379,16 @@ macro_rules! impl_async_flash_sale {
                 .await
             }
 
-            async fn buyers<C: ConnectionLike + Send>(&self, con: &mut C) -> Result<Vec<Buyer>> {
+            async fn buyers<C: ConnectionLike + Send + 'static>(
+                &self,
+                con: &mut C,
+            ) -> Result<Vec<Buyer>> {
                 self.0
                     .buyers_on(&mut Tokio::within(con, self.0.retry_policy().deadline))
                     .await
             }
 
-            async fn create_group<C: ConnectionLike + Send>(
+            async fn create_group<C: ConnectionLike + Send + 'static>(
                 &self,
                 con: &mut C,
                 group: &str,
@@ -391,7 +401,7 @@ macro_rules! impl_async_flash_sale {
                     .await
             }
 
-            async fn read_group<C: ConnectionLike + Send>(
+            async fn read_group<C: ConnectionLike + Send + 'static>(
                 &self,
                 con: &mut C,
                 group: &str,
@@ -407,7 +417,7 @@ macro_rules! impl_async_flash_sale {
                     .await
             }
 
-            async fn ack<C: ConnectionLike + Send>(
+            async fn ack<C: ConnectionLike + Send + 'static>(
                 &self,
                 con: &mut C,
                 group: &str,
@@ -440,12 +450,12 @@ impl Sale {
     }
 
     /// See [`crate::Sale::open`].
-    pub async fn open<C: ConnectionLike + Send>(con: &mut C, key: &str) -> Result<Sale> {
+    pub async fn open<C: ConnectionLike + Send + 'static>(con: &mut C, key: &str) -> Result<Sale> {
         Ok(Sale(crate::Sale::open_on(&mut Tokio::new(con), key).await?))
     }
 
     /// See [`crate::Sale::create`].
-    pub async fn create<C: ConnectionLike + Send>(
+    pub async fn create<C: ConnectionLike + Send + 'static>(
         con: &mut C,
         key: &str,
         spec: &SaleSpec,
@@ -456,7 +466,7 @@ impl Sale {
     }
 
     /// See [`crate::Sale::replace`].
-    pub async fn replace<C: ConnectionLike + Send>(
+    pub async fn replace<C: ConnectionLike + Send + 'static>(
         con: &mut C,
         key: &str,
         spec: &SaleSpec,
@@ -517,7 +527,7 @@ impl Sale {
     }
 
     /// See [`crate::Sale::delete`].
-    pub async fn delete<C: ConnectionLike + Send>(&self, con: &mut C) -> Result<()> {
+    pub async fn delete<C: ConnectionLike + Send + 'static>(&self, con: &mut C) -> Result<()> {
         self.0
             .delete_on(&mut Tokio::within(con, self.0.retry_policy().deadline))
             .await
@@ -531,7 +541,7 @@ pub struct PartitionedSale(crate::PartitionedSale);
 
 impl PartitionedSale {
     /// See [`crate::PartitionedSale::create`].
-    pub async fn create<C: ConnectionLike + Send>(
+    pub async fn create<C: ConnectionLike + Send + 'static>(
         con: &mut C,
         name: &str,
         spec: &SaleSpec,
@@ -543,7 +553,7 @@ impl PartitionedSale {
     }
 
     /// See [`crate::PartitionedSale::replace`].
-    pub async fn replace<C: ConnectionLike + Send>(
+    pub async fn replace<C: ConnectionLike + Send + 'static>(
         con: &mut C,
         name: &str,
         spec: &SaleSpec,
@@ -555,7 +565,7 @@ impl PartitionedSale {
     }
 
     /// See [`crate::PartitionedSale::open`].
-    pub async fn open<C: ConnectionLike + Send>(
+    pub async fn open<C: ConnectionLike + Send + 'static>(
         con: &mut C,
         name: &str,
     ) -> Result<PartitionedSale> {
@@ -566,7 +576,7 @@ impl PartitionedSale {
     }
 
     /// See [`crate::PartitionedSale::delete`].
-    pub async fn delete<C: ConnectionLike + Send>(con: &mut C, name: &str) -> Result<()> {
+    pub async fn delete<C: ConnectionLike + Send + 'static>(con: &mut C, name: &str) -> Result<()> {
         crate::PartitionedSale::delete_on(&mut Tokio::new(con), name).await
     }
 
@@ -641,14 +651,14 @@ impl PartitionedSale {
     }
 
     /// See [`crate::PartitionedSale::recover`].
-    pub async fn recover<C: ConnectionLike + Send>(&self, con: &mut C) -> Result<u64> {
+    pub async fn recover<C: ConnectionLike + Send + 'static>(&self, con: &mut C) -> Result<u64> {
         self.0
             .recover_on(&mut Tokio::within(con, self.0.retry_policy().deadline))
             .await
     }
 
     /// See [`crate::PartitionedSale::partition_infos`].
-    pub async fn partition_infos<C: ConnectionLike + Send>(
+    pub async fn partition_infos<C: ConnectionLike + Send + 'static>(
         &self,
         con: &mut C,
     ) -> Result<Vec<PartitionInfo>> {

@@ -56,6 +56,16 @@ pub(crate) enum Change {
 }
 
 impl Change {
+    /// [`Change::in_reply`] as a function (what a connection that waits for the replies it
+    /// reads is given).
+    pub fn test(self) -> fn(&Value) -> bool {
+        match self {
+            Change::Wrote => |reply| Change::Wrote.in_reply(reply),
+            Change::Units => |reply| Change::Units.in_reply(reply),
+            Change::Confirmed => |reply| Change::Confirmed.in_reply(reply),
+        }
+    }
+
     pub fn in_reply(self, reply: &Value) -> bool {
         match (self, reply) {
             (Change::Wrote, Value::Int(n)) => *n >= 0,

@@ -1,16 +1,17 @@
 //! The commands on one sale key, written once over a [`Link`] for both kinds of sale (a
 //! one-key [`crate::Sale`] and each partition of a [`crate::PartitionedSale`]), sync and async.
 
-use crate::durability::{ACK_GRACE, Change, Keeping};
+use crate::durability::{ACK_GRACE, Change, Keep, Keeping};
 use crate::error::{Error, Result};
 use crate::info::{Buyer, PartitionInfo, Place, SaleEvent, parse_fields};
-use crate::link::{Link, query_retried};
+use crate::link::{Link, after_answer};
 use crate::protocol::MIN_MODULE_VERSION;
 use crate::reply::TryReply;
 use crate::retry::{Retrier, RetryPolicy, is_retryable};
 use redis::{Value, cmd};
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
+use std::time::Duration;
 
 /// The longest user id, in bytes: the module's `seckill.max-user-bytes` default.
 pub const MAX_USER_BYTES: usize = 512;
@@ -54,6 +55,67 @@ impl Keeping<'_> {
             Err(e) if !is_retryable(&e) => Err(aof_refused(&e)),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// The wait a write on `key` is sent with, when its master is known to have a replica
+    /// and nothing calls for a look first (then `keep` looks after the write).
+    pub fn ready_wait(&self, key: &str) -> Option<(Keep, redis::Cmd)> {
+        let keep = self.keep?;
+        if self.replicas.needs_look(key) || !self.replicas.known(key) {
+            return None;
+        }
+        Some((keep, keep.command(true)?))
+    }
+
+    /// Whether a write on `key` sent with its wait (`ready_wait`) is kept: `answer`, the
+    /// wait's (`Nil` when `reply` changed nothing), says so.
+    pub fn judge(
+        &self,
+        key: &str,
+        (change, keep): (Change, Keep),
+        reply: &Value,
+        answer: &Value,
+    ) -> bool {
+        if !change.in_reply(reply) {
+            return true;
+        }
+        let kept = keep.kept(answer, true);
+        if !kept {
+            self.replicas.forget(key);
+        }
+        kept
+    }
+
+    /// `write` on `key`, kept: its reply, and whether it is kept (sent with its wait when
+    /// the master's replica is known, else looked at and waited for after it). A failure
+    /// after the write answered may have run it, whatever it says (`after_answer`).
+    async fn send<L: Link>(
+        &self,
+        link: &mut L,
+        (key, change): (&str, Change),
+        write: &redis::Cmd,
+        write_budget: Duration,
+    ) -> Result<(Value, bool)> {
+        if let Some((keep, wait)) = self.ready_wait(key) {
+            let budgets = (write_budget, keep.timeout + ACK_GRACE);
+            let (reply, answer) = link
+                .query_kept(write, &wait, change.test(), budgets)
+                .await?;
+            if let Value::ServerError(e) = &answer {
+                self.replicas.forget(key);
+                let e = redis::RedisError::from(e.clone());
+                return Err(if keep.aof { aof_refused(&e) } else { e.into() });
+            }
+            let kept = self.judge(key, (change, keep), &reply, &answer);
+            return Ok((reply, kept));
+        }
+        let reply: Value = link.query_within(write, write_budget).await?;
+        let kept = match self.keep(link, key, change, &reply).await {
+            Ok(kept) => kept,
+            Err(Error::Redis(e)) => return Err(after_answer(e).into()),
+            Err(e) => return Err(e),
+        };
+        Ok((reply, kept))
     }
 
     /// After a write on `key` answered `reply` on `link`'s connection: `Ok(true)` when it is
@@ -143,8 +205,10 @@ pub(crate) async fn try_buy<L: Link>(
     retried_and_kept(link, retrier, &try_cmd, (key, Change::Wrote), keeping).await
 }
 
-/// `write` (a command with an attempt id) under `retrier`, then kept as `keeping` says.
-async fn retried_and_kept<L: Link>(
+/// `write` (a command with an attempt id) under `retrier`, kept as `keeping` says. A failure
+/// sends it again under its attempt id (the same answer; the module marks a repeat so that
+/// the next wait covers it) and waits again.
+pub(crate) async fn retried_and_kept<L: Link>(
     link: &mut L,
     retrier: &mut Retrier<'_>,
     write: &redis::Cmd,
@@ -153,23 +217,26 @@ async fn retried_and_kept<L: Link>(
 ) -> Result<i64> {
     keeping.check(link, key).await?;
     loop {
-        let sent = query_retried(link, retrier, write).await;
+        let sent = keeping
+            .send(link, (key, change), write, retrier.send_budget())
+            .await;
         if sent.is_err() || retrier.retried() {
             // A lost answer may have been a failover: the next master's replicas are looked
             // at anew (its history is another).
             keeping.replicas.forget(key);
         }
-        let reply: i64 = sent?;
-        match keeping.keep(link, key, change, &Value::Int(reply)).await {
-            Ok(true) => return Ok(reply),
-            Ok(false) => {
+        match sent {
+            Ok((reply, kept)) => {
+                let reply: i64 = redis::from_redis_value(reply)?;
+                if kept {
+                    return Ok(reply);
+                }
                 return Err(Error::NotReplicated {
                     reply,
                     attempt_id: Some(retrier.attempt_id().to_string()),
                 });
             }
             Err(Error::Redis(e)) if is_retryable(&e) => {
-                retrier.ran();
                 let wait = retrier.backoff(e)?;
                 link.sleep(wait).await;
             }
@@ -178,7 +245,7 @@ async fn retried_and_kept<L: Link>(
     }
 }
 
-/// `write`, sent once (it has no attempt id), then kept as `keeping` says: its reply, or
+/// `write`, sent once (it has no attempt id), kept as `keeping` says: its reply, or
 /// [`Error::NotReplicated`].
 pub(crate) async fn kept_write<L: Link, T: redis::FromRedisValue>(
     link: &mut L,
@@ -187,11 +254,12 @@ pub(crate) async fn kept_write<L: Link, T: redis::FromRedisValue>(
     keeping: Keeping<'_>,
 ) -> Result<T> {
     keeping.check(link, key).await?;
-    let reply: Value = link
-        .query(write)
+    let budget = link.bound();
+    let (reply, kept) = keeping
+        .send(link, (key, change), write, budget)
         .await
         .inspect_err(|_| keeping.replicas.forget(key))?;
-    if !keeping.keep(link, key, change, &reply).await? {
+    if !kept {
         let reply = match reply {
             Value::Int(n) => n,
             _ => 0,
@@ -624,6 +692,16 @@ mod tests {
             _: Duration,
         ) -> impl std::future::Future<Output = ()> + Send + 'w {
             std::future::ready(())
+        }
+
+        fn query_kept(
+            &mut self,
+            write: &redis::Cmd,
+            wait: &redis::Cmd,
+            changed: fn(&Value) -> bool,
+            budgets: (Duration, Duration),
+        ) -> impl std::future::Future<Output = redis::RedisResult<(Value, Value)>> + Send {
+            crate::link::one_then_the_other(self, write, wait, changed, budgets)
         }
     }
 

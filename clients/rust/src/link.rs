@@ -4,11 +4,10 @@
 //! API with [`Tokio`], over a `redis::aio` connection. Sleeps go through the link too: a thread
 //! sleeps in the sync API, a task in the async one, so no async path ever blocks its runtime.
 
-use crate::error::Result;
 use crate::retry::MIN_CALL_BOUND;
-use crate::retry::{Retrier, RetryPolicy, is_retryable};
+use crate::retry::{RetryPolicy, is_retryable};
 use crate::waiting::Wake;
-use redis::{Cmd, ConnectionLike, FromRedisValue, Pipeline, RedisResult};
+use redis::{Cmd, ConnectionLike, FromRedisValue, Pipeline, RedisResult, Value};
 use std::future::{Future, ready};
 use std::time::Duration;
 
@@ -35,6 +34,12 @@ pub(crate) trait Link {
         timeout: Duration,
     ) -> impl Future<Output = ()> + Send + 'w;
 
+    /// The bound of one call without a budget of its own (the handle's deadline on the async
+    /// links; a sync connection is bounded by its own read timeout).
+    fn bound(&self) -> Duration {
+        MIN_CALL_BOUND
+    }
+
     /// Whether [`Link::query_within`] bounds a call by its budget (the async links), or only
     /// by the connection's own read timeout (a sync connection).
     fn bounds_calls(&self) -> bool {
@@ -51,6 +56,52 @@ pub(crate) trait Link {
         let _ = budget;
         self.query(cmd)
     }
+
+    /// `write`, kept: its reply, then the answer of `wait` (a `WAIT` or `WAITAOF` sent on its
+    /// connection after it) when `changed` says the reply changed something, else `Nil`
+    /// (nothing waited for). `budgets`: the write's, the wait's. One call after the other
+    /// but on the crate's async cluster session, which writes one wait for every write
+    /// answered in one read (`Tokio`'s).
+    fn query_kept(
+        &mut self,
+        write: &Cmd,
+        wait: &Cmd,
+        changed: fn(&Value) -> bool,
+        budgets: (Duration, Duration),
+    ) -> impl Future<Output = RedisResult<(Value, Value)>> + Send;
+}
+
+/// [`Link::query_kept`] as two calls: the write, then (when it changed something) the wait.
+pub(crate) async fn one_then_the_other<L: Link + Send + ?Sized>(
+    link: &mut L,
+    write: &Cmd,
+    wait: &Cmd,
+    changed: fn(&Value) -> bool,
+    (write_budget, wait_budget): (Duration, Duration),
+) -> RedisResult<(Value, Value)> {
+    let reply: Value = link.query_within(write, write_budget).await?;
+    if !changed(&reply) {
+        return Ok((reply, Value::Nil));
+    }
+    let answer: Value = link
+        .query_within(wait, wait_budget)
+        .await
+        .map_err(after_answer)?;
+    Ok((reply, answer))
+}
+
+/// A failure after a write answered (its wait's, its master's look): the write ran, so a
+/// failure that says nothing was sent (a node marked down, a refused connect) is reported as
+/// one that may have run (retryable still, never `Unavailable`).
+pub(crate) fn after_answer(e: redis::RedisError) -> redis::RedisError {
+    if crate::retry::may_have_run(&e) || !is_retryable(&e) {
+        return e;
+    }
+    std::io::Error::new(
+        std::io::ErrorKind::ConnectionReset,
+        format!("the write was answered, what followed failed: {e}"),
+    )
+    .into()
 }
 
 /// A sync connection: each call is made when it is asked for.
@@ -85,6 +136,23 @@ impl<C: ConnectionLike> Link for Blocking<'_, C> {
         wake.wait_blocking(seen, timeout);
         ready(())
     }
+
+    fn query_kept(
+        &mut self,
+        write: &Cmd,
+        wait: &Cmd,
+        changed: fn(&Value) -> bool,
+        _: (Duration, Duration),
+    ) -> impl Future<Output = RedisResult<(Value, Value)>> + Send {
+        let reply = write.query::<Value>(self.0);
+        ready(reply.and_then(|reply| {
+            if !changed(&reply) {
+                return Ok((reply, Value::Nil));
+            }
+            let answer = wait.query(self.0).map_err(after_answer)?;
+            Ok((reply, answer))
+        }))
+    }
 }
 
 /// An async connection on tokio: the crate's `aio::ClusterSession`, `MultiplexedConnection`,
@@ -113,7 +181,12 @@ impl<'a, C> Tokio<'a, C> {
     }
 }
 
-impl<C: redis::aio::ConnectionLike + Send> Link for Tokio<'_, C> {
+/// The crate's async cluster session, when `con` is one: its kept writes share their waits.
+fn as_session<C: 'static>(con: &mut C) -> Option<&mut crate::aio::ClusterSession> {
+    (con as &mut dyn std::any::Any).downcast_mut()
+}
+
+impl<C: redis::aio::ConnectionLike + Send + 'static> Link for Tokio<'_, C> {
     fn query<T: FromRedisValue + Send>(
         &mut self,
         cmd: &Cmd,
@@ -145,6 +218,25 @@ impl<C: redis::aio::ConnectionLike + Send> Link for Tokio<'_, C> {
         true
     }
 
+    fn bound(&self) -> Duration {
+        self.bound
+    }
+
+    async fn query_kept(
+        &mut self,
+        write: &Cmd,
+        wait: &Cmd,
+        changed: fn(&Value) -> bool,
+        budgets: (Duration, Duration),
+    ) -> RedisResult<(Value, Value)> {
+        match as_session(self.con) {
+            Some(session) => {
+                within(budgets.0 + budgets.1, session.kept(write, wait, changed)).await
+            }
+            None => one_then_the_other(self, write, wait, changed, budgets).await,
+        }
+    }
+
     fn query_within<T: FromRedisValue + Send>(
         &mut self,
         cmd: &Cmd,
@@ -169,25 +261,6 @@ pub(crate) async fn within<T>(
     }
 }
 
-/// `cmd` under `retrier`: a retryable failure is sent again after a backoff while the
-/// retrier's deadline allows, then becomes `Error::OutcomeUnknown`.
-pub(crate) async fn query_retried<L: Link, T: FromRedisValue + Send>(
-    link: &mut L,
-    retrier: &mut Retrier<'_>,
-    cmd: &Cmd,
-) -> Result<T> {
-    loop {
-        match link.query_within(cmd, retrier.send_budget()).await {
-            Ok(value) => return Ok(value),
-            Err(e) if is_retryable(&e) => {
-                let wait = retrier.backoff(e)?;
-                link.sleep(wait).await;
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-}
-
 /// Runs an operation of the sync API to its end on this thread.
 pub(crate) fn block_on<T>(operation: impl Future<Output = T>) -> T {
     pollster::block_on(operation)
@@ -197,7 +270,8 @@ pub(crate) fn block_on<T>(operation: impl Future<Output = T>) -> T {
 mod tests {
     use super::*;
     use crate::error::Error;
-    use crate::retry::{io_error, may_have_run};
+    use crate::error::Result;
+    use crate::retry::{Retrier, io_error, may_have_run};
     use std::time::Instant;
 
     /// A link whose calls answer from a script, one entry per call, and whose sleeps pass.
@@ -249,11 +323,35 @@ mod tests {
         ) -> impl std::future::Future<Output = ()> + Send + 'w {
             std::future::ready(())
         }
+
+        fn query_kept(
+            &mut self,
+            write: &Cmd,
+            wait: &Cmd,
+            changed: fn(&Value) -> bool,
+            budgets: (Duration, Duration),
+        ) -> impl Future<Output = RedisResult<(Value, Value)>> + Send {
+            one_then_the_other(self, write, wait, changed, budgets)
+        }
     }
 
+    /// A write sent under `policy`, nothing waited for (the retries are what is tested).
     fn run(policy: &RetryPolicy, attempt: &str, link: &mut Scripted) -> Result<i64> {
         let mut retrier = Retrier::new("test", policy, attempt);
-        block_on(query_retried(link, &mut retrier, &redis::cmd("PING")))
+        let replicas = crate::durability::Replicas::default();
+        let keeping = crate::durability::Keeping {
+            keep: None,
+            replicas: &replicas,
+        };
+        let write = ("k", crate::durability::Change::Wrote);
+        let ping = redis::cmd("PING");
+        block_on(crate::key::retried_and_kept(
+            link,
+            &mut retrier,
+            &ping,
+            write,
+            keeping,
+        ))
     }
 
     #[test]

@@ -188,12 +188,6 @@ impl<'a> Retrier<'a> {
         self.attempt_id
     }
 
-    /// Records that a send of the call ran (it answered): its outcome is unknown from now on
-    /// unless a later send answers, whatever fails next (a `WAIT` after it).
-    pub fn ran(&mut self) {
-        self.may_have_run = true;
-    }
-
     /// [`Retrier::backoff`] after a failure between two sends (a borrow), which ran nothing
     /// of the call.
     pub fn backoff_between(&mut self, failure: redis::RedisError) -> Result<Duration> {

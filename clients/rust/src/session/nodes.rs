@@ -5,7 +5,7 @@
 //! Python package's): so a frozen or dead master costs the calls that need it one timeout,
 //! then nothing, and never slows the calls that go to other nodes.
 
-use super::pipelined::Pipelined;
+use super::pipelined::{Kept, Pipelined};
 use crate::health::Health;
 use crate::link::within;
 use crate::routing::command_args;
@@ -32,7 +32,7 @@ pub(crate) struct Settings {
 /// server until the replicas answer (or its timeout), so a call goes on a connection that no
 /// `WAIT` holds when there is one, and purchases keep flowing past a group acknowledgement
 /// (`make bench`, "Durability").
-const LANES: usize = 4;
+const LANES: usize = 2;
 
 /// One node's connections, each made by whichever call needs it first.
 #[derive(Default)]
@@ -55,12 +55,14 @@ struct Lane {
 /// A call's connection: the connection, which of the node's it is, and its lane.
 type Lease = (Pipelined, u64, usize);
 
-/// Where a call went: which of its node's connections, and the call's number on it (what a
-/// `WAIT` for its writes must be written after).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Where a call went: the connection, which of its node's it is and its lane, and the call's
+/// number on it (what a `WAIT` for its writes must be written after).
+#[derive(Clone)]
 pub(crate) struct Written {
-    pub made: u64,
-    pub number: u64,
+    con: Pipelined,
+    made: u64,
+    lane: usize,
+    number: u64,
 }
 
 pub(crate) struct Nodes {
@@ -104,20 +106,63 @@ impl Nodes {
         cmd: &Cmd,
         asking: bool,
     ) -> RedisResult<(Value, Written)> {
+        let (mut replies, written) = self.exchange(node, cmd, asking, None).await?;
+        Ok((replies.swap_remove(0), written))
+    }
+
+    /// `write` on `node` kept as `kept` says: its reply and the wait's answer (`Nil`: its
+    /// reply changed nothing, nothing waited for), and where it went. `wait_time`: how long
+    /// the wait may take in the server.
+    pub async fn call_kept(
+        &self,
+        node: &Arc<str>,
+        write: &Cmd,
+        asking: bool,
+        (kept, wait_time): (Kept, Duration),
+    ) -> RedisResult<((Value, Value), Written)> {
+        let (replies, written) = self
+            .exchange(node, write, asking, Some((kept, wait_time)))
+            .await?;
+        let mut replies = replies.into_iter();
+        let reply = replies.next().unwrap_or(Value::Nil);
+        Ok(((reply, replies.next().unwrap_or(Value::Nil)), written))
+    }
+
+    /// `cmd` on `node` (after `ASKING` in the same write when `asking`), kept as `kept` says,
+    /// bounded by the response timeout plus the waits it asks for; its outcome judged.
+    async fn exchange(
+        &self,
+        node: &Arc<str>,
+        cmd: &Cmd,
+        asking: bool,
+        kept: Option<(Kept, Duration)>,
+    ) -> RedisResult<(Vec<Value>, Written)> {
         let (con, made, lane) = self.connection(node).await?;
-        let budget = self.settings.response_timeout + blocking_time(cmd);
-        let result = within(budget, async move {
-            if !asking {
-                return con.send_packed_command(cmd).await;
+        let wait_time = kept.as_ref().map_or(Duration::ZERO, |(_, time)| *time);
+        let budget = self.settings.response_timeout + blocking_time(cmd) + wait_time;
+        let mut packed = Vec::new();
+        if asking {
+            redis::cmd("ASKING").write_packed_command(&mut packed);
+        }
+        cmd.write_packed_command(&mut packed);
+        let skip = usize::from(asking);
+        let result = within(budget, async {
+            match kept {
+                Some((kept, _)) => con.send_kept(packed, skip, kept).await,
+                None => con.send_bytes(packed, skip, 1).await,
             }
-            let mut pipeline = redis::pipe();
-            pipeline.cmd("ASKING").add_command(cmd.clone());
-            let (mut replies, number) = con.send_packed_commands(&pipeline, 0, 2).await?;
-            Ok((replies.pop().unwrap_or(Value::Nil), number))
         })
         .await;
         self.judge(node, (made, lane), &result);
-        result.map(|(value, number)| (value, Written { made, number }))
+        result.map(|(replies, number)| {
+            let written = Written {
+                con,
+                made,
+                lane,
+                number,
+            };
+            (replies, written)
+        })
     }
 
     /// `wait` (a `WAIT` or `WAITAOF`) for a write that went as `written` on `node`: the
@@ -129,21 +174,11 @@ impl Nodes {
         &self,
         node: &Arc<str>,
         wait: &Cmd,
-        written: Written,
+        written: &Written,
     ) -> RedisResult<Value> {
-        let entry = self.entry(node, true).expect("made when missing");
-        let leased = (0..LANES).find_map(|lane| {
-            lock(&entry.lanes[lane].con)
-                .as_ref()
-                .filter(|(_, now)| *now == written.made)
-                .map(|(con, now)| (con.clone(), *now, lane))
-        });
-        let Some((con, made, lane)) = leased else {
-            return Err(gone(node));
-        };
         let budget = self.settings.response_timeout + blocking_time(wait);
-        let result = within(budget, con.wait_after(written.number, wait)).await;
-        self.judge(node, (made, lane), &result);
+        let result = within(budget, written.con.wait_after(written.number, wait)).await;
+        self.judge(node, (written.made, written.lane), &result);
         result
     }
 
@@ -286,7 +321,7 @@ impl Nodes {
 }
 
 /// How long a command waits in the server on purpose: `WAIT`'s timeout, `BLOCK`'s.
-fn blocking_time(cmd: &Cmd) -> Duration {
+pub(super) fn blocking_time(cmd: &Cmd) -> Duration {
     let args = command_args(cmd);
     let number = |i: usize| -> u64 {
         args.get(i)
@@ -327,15 +362,6 @@ fn not_sent(node: &str) -> redis::RedisError {
     std::io::Error::new(
         std::io::ErrorKind::ConnectionRefused,
         format!("{node} is down (it failed lately): not sent; next probe soon"),
-    )
-    .into()
-}
-
-/// A `WAIT` for a write whose connection is gone: it would count nothing of that write.
-fn gone(node: &str) -> redis::RedisError {
-    std::io::Error::new(
-        std::io::ErrorKind::ConnectionReset,
-        format!("{node}: the connection of the write waited for is gone"),
     )
     .into()
 }

@@ -11,7 +11,7 @@
 //! one write carries them all (see `make bench`, "Durability").
 
 use redis::{Cmd, Pipeline, ProtocolVersion, RedisConnectionInfo, RedisResult, Value};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -27,12 +27,35 @@ const READ_CHUNK: usize = 64 * 1024;
 #[derive(Clone)]
 pub(crate) struct Pipelined {
     calls: mpsc::UnboundedSender<Call>,
-    /// `WAIT`s written whose answer has not come: each holds the connection in the server.
-    holding: Arc<AtomicUsize>,
+    state: Arc<State>,
 }
 
-/// Where a call's replies go.
+/// What the writer and the reader tell each other, and the connection's users.
+#[derive(Default)]
+struct State {
+    /// `WAIT`s written whose answer has not come: each holds the connection in the server.
+    holding: AtomicUsize,
+    /// The last kept write read changed something: the writer ends a write that carries kept
+    /// writes with their wait, instead of waiting for the reader to ask for it once their
+    /// replies came (a round trip less while purchases succeed; none while they are refused,
+    /// so that a sold-out sale's refusals never wait behind a `WAIT`).
+    changing: AtomicBool,
+}
+
+/// Where a call's replies go, with the call's number on the connection.
+type CallDone = oneshot::Sender<RedisResult<(Vec<Value>, u64)>>;
+/// Where a `WAIT` asked for by a task goes.
 type Done = oneshot::Sender<RedisResult<Vec<Value>>>;
+
+/// A write kept as its caller asks: when `changed` says its reply changed something, it is
+/// answered once the `wait` (a packed `WAIT` or `WAITAOF`) written after its reply came has
+/// answered too, else at once. The reader asks for that wait as it reads the replies (one for
+/// every reply of one read, see `reader`), so the caller is woken once.
+#[derive(Clone)]
+pub(crate) struct Kept {
+    pub wait: Arc<[u8]>,
+    pub changed: fn(&Value) -> bool,
+}
 
 /// What a task asks of the connection.
 enum Call {
@@ -42,8 +65,8 @@ enum Call {
     /// since counts it, so the requests share one (see `writer`).
     Wait {
         after: u64,
-        packed: Vec<u8>,
-        done: Done,
+        packed: Arc<[u8]>,
+        waiters: Vec<Waiter>,
     },
 }
 
@@ -56,17 +79,60 @@ struct Awaited {
 }
 
 enum Reply {
-    /// One caller, told the call's number too.
-    Call(oneshot::Sender<RedisResult<(Vec<Value>, u64)>>, u64),
-    /// A shared `WAIT`'s callers.
-    Wait(Arc<Mutex<Shared>>),
+    /// One caller, told the call's number too; a kept write's waits for the wait it asks.
+    Call(CallDone, u64, Option<Kept>),
+    /// A shared `WAIT` (its bytes) and its callers.
+    Wait(Arc<Mutex<Shared>>, Arc<[u8]>),
+}
+
+/// Who waits for a `WAIT`'s answer.
+enum Waiter {
+    /// A task that asked for it (`Pipelined::wait_after`).
+    Asked(Done),
+    /// A kept write's caller: its reply is handed over with the answer.
+    Kept {
+        done: CallDone,
+        reply: Value,
+        number: u64,
+    },
+}
+
+impl Waiter {
+    fn answer(self, answer: &RedisResult<Vec<Value>>) {
+        match self {
+            Waiter::Asked(done) => {
+                let _ = done.send(answer.clone());
+            }
+            Waiter::Kept {
+                done,
+                reply,
+                number,
+            } => {
+                let answered = answer.as_ref().map_err(Clone::clone).map(|answer| {
+                    let answer = answer.first().cloned().unwrap_or(Value::Nil);
+                    (vec![reply, answer], number)
+                });
+                let _ = done.send(answered);
+            }
+        }
+    }
 }
 
 /// A written `WAIT`'s callers until its answer comes, then its answer (for a caller that asks
 /// after it came and whose call it counts).
 enum Shared {
-    Waiting(Vec<Done>),
+    Waiting(Vec<Waiter>),
     Answered(RedisResult<Vec<Value>>),
+}
+
+impl Shared {
+    /// `waiters` wait for this `WAIT`'s answer, or have it now.
+    fn add(&mut self, waiters: Vec<Waiter>) {
+        match self {
+            Shared::Waiting(callers) => callers.extend(waiters),
+            Shared::Answered(answer) => waiters.into_iter().for_each(|w| w.answer(answer)),
+        }
+    }
 }
 
 impl Pipelined {
@@ -80,10 +146,10 @@ impl Pipelined {
         let (read, write) = stream.into_split();
         let (calls, queued) = mpsc::unbounded_channel();
         let (awaited, expected) = mpsc::unbounded_channel();
-        let holding = Arc::new(AtomicUsize::new(0));
-        tokio::spawn(writer(write, queued, awaited, (holding.clone(), waits)));
-        tokio::spawn(reader(read, expected, holding.clone()));
-        let con = Pipelined { calls, holding };
+        let state = Arc::new(State::default());
+        tokio::spawn(writer(write, queued, awaited, (state.clone(), waits)));
+        tokio::spawn(reader(read, expected, (state.clone(), calls.downgrade())));
+        let con = Pipelined { calls, state };
         for cmd in handshake(info) {
             if let Value::ServerError(e) = con.send_packed_command(&cmd).await?.0 {
                 return Err(e.into());
@@ -95,7 +161,7 @@ impl Pipelined {
     /// `cmd`'s reply (a server error as `Value::ServerError`) and the call's number on the
     /// connection (for [`Pipelined::wait_after`]).
     pub(crate) async fn send_packed_command(&self, cmd: &Cmd) -> RedisResult<(Value, u64)> {
-        let (mut replies, number) = self.send(cmd.get_packed_command(), 0, 1).await?;
+        let (mut replies, number) = self.send_bytes(cmd.get_packed_command(), 0, 1).await?;
         Ok((replies.pop().unwrap_or(Value::Nil), number))
     }
 
@@ -106,7 +172,7 @@ impl Pipelined {
         offset: usize,
         count: usize,
     ) -> RedisResult<(Vec<Value>, u64)> {
-        self.send(pipeline.get_packed_pipeline(), offset, count)
+        self.send_bytes(pipeline.get_packed_pipeline(), offset, count)
             .await
     }
 
@@ -116,12 +182,12 @@ impl Pipelined {
     /// is busy share the next one.
     pub(crate) async fn wait_after(&self, after: u64, wait: &Cmd) -> RedisResult<Value> {
         let (done, answer) = oneshot::channel();
-        let packed = wait.get_packed_command();
+        let packed = wait.get_packed_command().into();
         self.calls
             .send(Call::Wait {
                 after,
                 packed,
-                done,
+                waiters: vec![Waiter::Asked(done)],
             })
             .map_err(|_| dropped())?;
         let mut replies = answer.await.map_err(|_| dropped())??;
@@ -131,20 +197,44 @@ impl Pipelined {
     /// Whether a `WAIT` holds the connection in the server now: calls sent on it wait for its
     /// answer.
     pub(crate) fn holding(&self) -> bool {
-        self.holding.load(Ordering::Relaxed) > 0
+        self.state.holding.load(Ordering::Relaxed) > 0
     }
 
-    async fn send(
+    /// `cmd` (after `skip` commands whose replies are dropped: an `ASKING`), kept as `kept`
+    /// says: its reply, then the wait's answer (`Nil` when its reply changed nothing, and
+    /// nothing was waited for).
+    pub(crate) async fn send_kept(
+        &self,
+        packed: Vec<u8>,
+        skip: usize,
+        kept: Kept,
+    ) -> RedisResult<(Vec<Value>, u64)> {
+        self.call(packed, skip, 1, Some(kept)).await
+    }
+
+    /// Packed commands' replies after `skip`, `count` of them, and the call's number.
+    pub(crate) async fn send_bytes(
         &self,
         packed: Vec<u8>,
         skip: usize,
         count: usize,
     ) -> RedisResult<(Vec<Value>, u64)> {
+        self.call(packed, skip, count, None).await
+    }
+
+    /// `packed`'s replies after `skip`, `count` of them, kept as `kept` says.
+    async fn call(
+        &self,
+        packed: Vec<u8>,
+        skip: usize,
+        count: usize,
+        kept: Option<Kept>,
+    ) -> RedisResult<(Vec<Value>, u64)> {
         let (done, answer) = oneshot::channel();
         let awaited = Awaited {
             skip,
             count,
-            to: Reply::Call(done, 0),
+            to: Reply::Call(done, 0, kept),
         };
         self.calls
             .send(Call::Commands { packed, awaited })
@@ -191,7 +281,7 @@ fn dropped() -> redis::RedisError {
 
 /// The last `WAIT` written: its bytes, its call number, and its callers or answer.
 struct LastWait {
-    packed: Vec<u8>,
+    packed: Arc<[u8]>,
     number: u64,
     shared: Arc<Mutex<Shared>>,
 }
@@ -207,7 +297,7 @@ async fn writer(
     mut write: OwnedWriteHalf,
     mut queued: mpsc::UnboundedReceiver<Call>,
     awaited: mpsc::UnboundedSender<Awaited>,
-    (holding, waits_written): (Arc<AtomicUsize>, Arc<AtomicU64>),
+    (state, waits_written): (Arc<State>, Arc<AtomicU64>),
 ) {
     let mut buffer = Vec::with_capacity(READ_CHUNK);
     let mut number: u64 = 0;
@@ -216,7 +306,7 @@ async fn writer(
         tokio::task::yield_now().await;
         let mut next = Some(first);
         // The waits asked in this write, to end it with.
-        let mut waits: Vec<(Vec<u8>, Vec<Done>)> = Vec::new();
+        let mut waits: Vec<(Arc<[u8]>, Vec<Waiter>)> = Vec::new();
         while let Some(call) = next.take() {
             match call {
                 Call::Commands {
@@ -224,8 +314,14 @@ async fn writer(
                     awaited: mut replies,
                 } => {
                     number += 1;
-                    if let Reply::Call(_, n) = &mut replies.to {
+                    if let Reply::Call(_, n, kept) = &mut replies.to {
                         *n = number;
+                        if let Some(kept) = kept
+                            && state.changing.load(Ordering::Relaxed)
+                            && !waits.iter().any(|(p, _)| *p == kept.wait)
+                        {
+                            waits.push((kept.wait.clone(), Vec::new()));
+                        }
                     }
                     buffer.extend_from_slice(&packed);
                     if awaited.send(replies).is_err() {
@@ -235,24 +331,18 @@ async fn writer(
                 Call::Wait {
                     after,
                     packed,
-                    done,
+                    waiters,
                 } => {
                     if let Some(last) = &last_wait
                         && last.number > after
                         && last.packed == packed
                     {
-                        let mut shared = lock(&last.shared);
-                        match &mut *shared {
-                            Shared::Waiting(callers) => callers.push(done),
-                            Shared::Answered(answer) => {
-                                let _ = done.send(answer.clone());
-                            }
-                        }
+                        lock(&last.shared).add(waiters);
                     } else if let Some((_, callers)) = waits.iter_mut().find(|(p, _)| *p == packed)
                     {
-                        callers.push(done);
+                        callers.extend(waiters);
                     } else {
-                        waits.push((packed, vec![done]));
+                        waits.push((packed, waiters));
                     }
                 }
             }
@@ -264,9 +354,9 @@ async fn writer(
             number += 1;
             buffer.extend_from_slice(&packed);
             let shared = Arc::new(Mutex::new(Shared::Waiting(callers)));
-            holding.fetch_add(1, Ordering::Relaxed);
+            state.holding.fetch_add(1, Ordering::Relaxed);
             waits_written.fetch_add(1, Ordering::Relaxed);
-            let to = Reply::Wait(shared.clone());
+            let to = Reply::Wait(shared.clone(), packed.clone());
             if awaited
                 .send(Awaited {
                     skip: 0,
@@ -293,15 +383,19 @@ async fn writer(
     }
 }
 
-/// Reads replies and hands each call its own, in the order the calls were written. On a
-/// failure or the end of the stream, every call still waiting fails.
+/// Reads replies and hands each call its own, in the order the calls were written. A kept
+/// write whose reply changed something waits for a `WAIT` the reader asks the writer for once
+/// the replies of one read are handed over (its callers share it). On a failure or the end of
+/// the stream, every call still waiting fails.
 async fn reader(
     mut read: OwnedReadHalf,
     mut expected: mpsc::UnboundedReceiver<Awaited>,
-    holding: Arc<AtomicUsize>,
+    (state, calls): (Arc<State>, mpsc::WeakUnboundedSender<Call>),
 ) {
     let mut buffer: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     let mut current: Option<(Awaited, Vec<Value>)> = None;
+    // The kept writes of this read that wait for a WAIT, by its bytes, and the last's number.
+    let mut to_keep: Vec<(Arc<[u8]>, Vec<Waiter>, u64)> = Vec::new();
     'reading: loop {
         buffer.reserve(READ_CHUNK);
         match read.read_buf(&mut buffer).await {
@@ -315,7 +409,7 @@ async fn reader(
                 Ok(None) => break,
                 Err(()) => break 'reading,
             };
-            let Ok(value) = redis::parse_redis_value(&buffer[at..at + length]) else {
+            let Ok(value) = parse(&buffer[at..at + length]) else {
                 break 'reading;
             };
             at += length;
@@ -334,38 +428,77 @@ async fn reader(
                 let (call, mut replies) = current.take().expect("just matched");
                 let replies = replies.split_off(call.skip);
                 match call.to {
-                    Reply::Call(done, number) => {
+                    Reply::Call(done, number, None) => {
                         let _ = done.send(Ok((replies, number)));
                     }
-                    Reply::Wait(shared) => {
-                        holding.fetch_sub(1, Ordering::Relaxed);
+                    Reply::Call(done, number, Some(kept)) => {
+                        let reply = replies.into_iter().next().unwrap_or(Value::Nil);
+                        let changed = (kept.changed)(&reply);
+                        state.changing.store(changed, Ordering::Relaxed);
+                        if !changed {
+                            let _ = done.send(Ok((vec![reply, Value::Nil], number)));
+                            continue;
+                        }
+                        let waiter = Waiter::Kept {
+                            done,
+                            reply,
+                            number,
+                        };
+                        match to_keep.iter_mut().find(|(wait, ..)| *wait == kept.wait) {
+                            Some((_, waiters, last)) => {
+                                waiters.push(waiter);
+                                *last = number;
+                            }
+                            None => to_keep.push((kept.wait, vec![waiter], number)),
+                        }
+                    }
+                    Reply::Wait(shared, packed) => {
+                        state.holding.fetch_sub(1, Ordering::Relaxed);
+                        // The kept writes read before it are counted by it: theirs too.
+                        if let Some(at) = to_keep.iter().position(|(wait, ..)| *wait == packed) {
+                            let (_, waiters, _) = to_keep.swap_remove(at);
+                            lock(&shared).add(waiters);
+                        }
                         let answer = Ok(replies);
                         let waiting = std::mem::replace(
                             &mut *lock(&shared),
                             Shared::Answered(answer.clone()),
                         );
                         if let Shared::Waiting(callers) = waiting {
-                            for done in callers {
-                                let _ = done.send(answer.clone());
-                            }
+                            callers.into_iter().for_each(|w| w.answer(&answer));
                         }
                     }
                 }
             }
         }
         buffer.drain(..at);
+        if !to_keep.is_empty() {
+            let Some(calls) = calls.upgrade() else {
+                break; // the connection is being dropped: its callers fail
+            };
+            for (packed, waiters, after) in to_keep.drain(..) {
+                let wait = Call::Wait {
+                    after,
+                    packed,
+                    waiters,
+                };
+                if calls.send(wait).is_err() {
+                    break 'reading;
+                }
+            }
+        }
     }
     // Dropping the senders fails the calls still waiting (`dropped`); a shared WAIT's callers
     // that come later fail too.
     expected.close();
     while let Ok(call) = expected.try_recv() {
-        if let Reply::Wait(shared) = call.to {
+        if let Reply::Wait(shared, _) = call.to {
             *lock(&shared) = Shared::Answered(Err(dropped()));
         }
     }
     if let Some((
         Awaited {
-            to: Reply::Wait(shared),
+            to: Reply::Wait(shared, _),
             ..
         },
         _,
@@ -377,6 +510,19 @@ async fn reader(
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The value of one whole frame: an integer (a purchase's reply, a `WAIT`'s answer) read
+/// here, anything else by redis-rs's parser (which costs more than the call's other work).
+fn parse(frame: &[u8]) -> RedisResult<Value> {
+    if let [b':', digits @ .., b'\r', b'\n'] = frame
+        && let Some(n) = std::str::from_utf8(digits)
+            .ok()
+            .and_then(|text| text.parse().ok())
+    {
+        return Ok(Value::Int(n));
+    }
+    redis::parse_redis_value(frame)
 }
 
 /// The length of the RESP2/RESP3 frame at the start of `bytes`: `None` while it is not all
@@ -478,6 +624,21 @@ mod tests {
         assert_eq!(frame_length(b"?x\r\n"), Err(()));
         assert_eq!(frame_length(b"$x\r\n"), Err(()));
         assert_eq!(frame_length(b"*x\r\n"), Err(()));
+    }
+
+    #[test]
+    fn integers_are_read_as_redis_rs_reads_them() {
+        for frame in [
+            &b":42\r\n"[..],
+            b":-2\r\n",
+            b":0\r\n",
+            b":+7\r\n",
+            b"+OK\r\n",
+        ] {
+            assert_eq!(parse(frame), redis::parse_redis_value(frame), "{frame:?}");
+        }
+        assert!(matches!(parse(b":x\r\n"), Err(_)));
+        assert!(matches!(parse(b":\r\n"), Err(_)));
     }
 
     #[test]

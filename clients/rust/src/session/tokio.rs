@@ -10,7 +10,8 @@
 //! command again after a failure that may have run it: a purchase is the library's to resend,
 //! under its attempt id.
 
-use super::nodes::{Nodes, Settings, Written, lost};
+use super::nodes::{Nodes, Settings, Written, blocking_time, lost};
+use super::pipelined::Kept;
 use super::slot_map::SlotMap;
 use crate::routing::{command_key, key_slot, redirect};
 use redis::aio::ConnectionLike;
@@ -208,28 +209,57 @@ impl ClusterSession {
     }
 
     async fn call(&mut self, cmd: &Cmd) -> RedisResult<Value> {
-        let (slot, mut node) = self.target(cmd);
-        if slot.is_none()
-            && super::is_wait(super::name_of(cmd))
+        if super::is_wait(super::name_of(cmd))
             && let Some((on, written)) = &self.last_connection
-            && *on == node
+            && self.last_node.as_ref() == Some(on)
         {
-            let written = *written;
-            // After a write: one WAIT shared by the writes of this connection.
+            // After a write: one WAIT shared by the writes of its connection.
             return self
                 .nodes
-                .shared_wait(&node, cmd, written)
+                .shared_wait(on, cmd, written)
                 .await
                 .and_then(top_error);
         }
+        Ok(self.routed(cmd, None).await?.0)
+    }
+
+    /// `write` on its key's master, kept: its reply, then the answer of `wait` (a `WAIT` or
+    /// `WAITAOF`) written on its connection after it, shared with the other writes answered in
+    /// the same read; `Nil` without a wait when `changed` says the reply changed nothing. The
+    /// caller is woken once (see `pipelined::reader`). The crate's async handles send their
+    /// kept writes here (`crate::link::Tokio`).
+    pub(crate) async fn kept(
+        &mut self,
+        write: &Cmd,
+        wait: &Cmd,
+        changed: fn(&Value) -> bool,
+    ) -> RedisResult<(Value, Value)> {
+        let kept = Kept {
+            wait: wait.get_packed_command().into(),
+            changed,
+        };
+        self.routed(write, Some((kept, blocking_time(wait)))).await
+    }
+
+    /// `cmd` (kept when `kept` says so) on its master, redirects followed.
+    async fn routed(
+        &mut self,
+        cmd: &Cmd,
+        kept: Option<(Kept, Duration)>,
+    ) -> RedisResult<(Value, Value)> {
+        let (slot, mut node) = self.target(cmd);
         let mut asking = false;
         let mut redirects = 0;
         loop {
-            let result = self
-                .nodes
-                .call_on(&node, cmd, asking)
-                .await
-                .and_then(|(value, written)| Ok((top_error(value)?, written)));
+            let result = match &kept {
+                Some(kept) => self.nodes.call_kept(&node, cmd, asking, kept.clone()).await,
+                None => self
+                    .nodes
+                    .call_on(&node, cmd, asking)
+                    .await
+                    .map(|(value, written)| ((value, Value::Nil), written)),
+            }
+            .and_then(|((value, answer), written)| Ok(((top_error(value)?, answer), written)));
             let e = match result {
                 Ok((value, written)) => {
                     if slot.is_some() {
