@@ -14,27 +14,29 @@ type Turn = Arc<tokio::sync::Mutex<()>>;
 #[derive(Default)]
 pub(crate) struct BuyerTurns {
     /// A buyer's entry lives while one of its calls runs or waits.
-    turns: Mutex<HashMap<Vec<u8>, Turn>>,
+    turns: Mutex<HashMap<Arc<[u8]>, Turn>>,
 }
 
 /// The buyer's turn: its calls may run until this is dropped.
 pub(crate) struct Holding<'a> {
     turns: &'a BuyerTurns,
-    user: Vec<u8>,
+    user: Arc<[u8]>,
     guard: Option<OwnedMutexGuard<()>>,
 }
 
 impl BuyerTurns {
     /// Waits until no other call of `user` runs in this process.
     pub(crate) async fn take(&self, user: &[u8]) -> Holding<'_> {
+        // One allocation for the name, shared by the map's entry and the holding.
+        let user: Arc<[u8]> = user.into();
         let turn = {
             let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
-            turns.entry(user.to_vec()).or_default().clone()
+            turns.entry(user.clone()).or_default().clone()
         };
         let guard = turn.lock_owned().await;
         Holding {
             turns: self,
-            user: user.to_vec(),
+            user,
             guard: Some(guard),
         }
     }
@@ -51,10 +53,10 @@ impl Drop for Holding<'_> {
         drop(self.guard.take());
         // Only the map holds it: nobody waits, the entry goes.
         if turns
-            .get(&self.user)
+            .get(&*self.user)
             .is_some_and(|turn| Arc::strong_count(turn) == 1)
         {
-            turns.remove(&self.user);
+            turns.remove(&*self.user);
         }
     }
 }
