@@ -1,4 +1,4 @@
-//! The async cluster session's own connections: one pipelined connection per node
+//! The async cluster session's own connections: [`LANES`] pipelined connections per node
 //! ([`Pipelined`]), made by the crate (from a chosen source address if asked), each connect and each call
 //! bounded, a connection that failed or timed out dropped (the next call connects anew), and
 //! a node that failed skipped without sending until its next probe ([`Health`]'s rules, the

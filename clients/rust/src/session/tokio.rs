@@ -28,12 +28,13 @@ const MAX_REDIRECTS: usize = 5;
 const READ_EVERY: Duration = Duration::from_millis(250);
 
 /// The crate's own async connections to a Redis Cluster (or one server): see the module's
-/// notes. Clone it per task: the clones share the slot map and one multiplexed connection per
-/// node, so that thousands of tasks cost a connection per node. A `WAIT`
-/// ([`crate::aio::FlashSale::try_buy_acked`]) holds its node's connection in the server
-/// until the replicas answer or its timeout passes, and every clone's commands to that node
-/// wait behind it: give the tasks that ask for acknowledgements a session of their own
-/// ([`ClusterSession::detached`]).
+/// notes. Clone it per task: the clones share the slot map and 2 pipelined connections per
+/// node, so that thousands of tasks cost two connections per node. A `WAIT` holds its
+/// connection in the server until the replicas answer or its timeout passes, and the commands
+/// behind it wait; a call goes on a connection no `WAIT` holds when there is one, and the
+/// kept writes of the handles share their `WAIT`s (`pipelined::reader`). Through a frozen
+/// replica each `WAIT` waits out its timeout: tasks that must not wait behind another's take a
+/// session of their own ([`ClusterSession::detached`]).
 #[derive(Clone)]
 pub struct ClusterSession {
     topology: Arc<Topology>,
