@@ -140,7 +140,8 @@ impl Nodes {
         let (con, made, lane) = self.connection(node).await?;
         let wait_time = kept.as_ref().map_or(Duration::ZERO, |(_, time)| *time);
         let budget = self.settings.response_timeout + blocking_time(cmd) + wait_time;
-        let mut packed = Vec::new();
+        // Room for a purchase's command: one allocation, no growth.
+        let mut packed = Vec::with_capacity(128);
         if asking {
             redis::cmd("ASKING").write_packed_command(&mut packed);
         }

@@ -419,14 +419,22 @@ async fn reader(
             let (call, replies) = match current.as_mut() {
                 Some(waiting) => waiting,
                 None => match expected.try_recv() {
-                    Ok(call) => current.insert((call, Vec::new())),
+                    Ok(call) => {
+                        let room = call.skip + call.count;
+                        current.insert((call, Vec::with_capacity(room)))
+                    }
                     Err(_) => break 'reading, // a reply nobody asked for: out of step
                 },
             };
             replies.push(value);
             if replies.len() == call.skip + call.count {
                 let (call, mut replies) = current.take().expect("just matched");
-                let replies = replies.split_off(call.skip);
+                // (`split_off(0)` would allocate an empty vector in its place.)
+                let replies = if call.skip == 0 {
+                    replies
+                } else {
+                    replies.split_off(call.skip)
+                };
                 match call.to {
                     Reply::Call(done, number, None) => {
                         let _ = done.send(Ok((replies, number)));
