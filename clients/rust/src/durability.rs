@@ -9,7 +9,7 @@
 
 use redis::Value;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// What a write the buyer is told of survives.
@@ -131,6 +131,40 @@ impl Keep {
     }
 }
 
+/// The command that waits for a write, made once per handle: as a command (a connection that
+/// sends it after the write) and packed (one that writes it itself, `aio::ClusterSession`).
+pub(crate) struct Wait {
+    pub cmd: redis::Cmd,
+    pub packed: Arc<[u8]>,
+    /// How long it may wait in the server.
+    pub timeout: Duration,
+}
+
+/// A handle's [`Wait`], kept while its [`Keep`] is the same (it changes with the deadline of a
+/// handle whose acknowledgement timeout is derived from it).
+#[derive(Default)]
+pub(crate) struct Waits(Mutex<Option<(Keep, Arc<Wait>)>>);
+
+impl Waits {
+    /// The wait for a master with a replica under `keep`.
+    pub fn of(&self, keep: Keep) -> Option<Arc<Wait>> {
+        let mut made = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((made_for, wait)) = &*made
+            && *made_for == keep
+        {
+            return Some(wait.clone());
+        }
+        let cmd = keep.command(true)?;
+        let wait = Arc::new(Wait {
+            packed: cmd.get_packed_command().into(),
+            cmd,
+            timeout: keep.timeout,
+        });
+        *made = Some((keep, wait.clone()));
+        Some(wait)
+    }
+}
+
 /// A handle's durability: its setting, its acknowledgement timeout, and what it knows of the
 /// masters' replicas.
 #[derive(Default)]
@@ -139,6 +173,7 @@ pub(crate) struct Keeper {
     /// `None`: [`default_ack_timeout`] of the handle's retry deadline.
     pub ack_timeout: Option<Duration>,
     pub replicas: Replicas,
+    pub waits: Waits,
 }
 
 impl Keeper {
@@ -161,6 +196,7 @@ impl Keeper {
         Keeping {
             keep: self.keep(deadline).filter(|_| kept),
             replicas: &self.replicas,
+            waits: &self.waits,
         }
     }
 }
@@ -171,6 +207,7 @@ impl Keeper {
 pub(crate) struct Keeping<'a> {
     pub keep: Option<Keep>,
     pub replicas: &'a Replicas,
+    pub waits: &'a Waits,
 }
 
 /// How often a master with no replica known is asked again whether one attached.
@@ -249,6 +286,14 @@ impl Replicas {
         if let Some(seen) = self.masters().get_mut(key) {
             seen.stale = true;
         }
+    }
+
+    /// Whether a write on `key` waits for a replica that was seen, with no look due first:
+    /// [`Replicas::needs_look`] false and [`Replicas::known`] true, in one look at the map.
+    pub fn ready(&self, key: &str) -> bool {
+        self.masters()
+            .get(key)
+            .is_some_and(|seen| !seen.stale && seen.seen_in.is_some())
     }
 
     /// Whether a write on `key` waits for a replica.
@@ -387,6 +432,38 @@ mod tests {
             !replica.kept(&per_node, true),
             "every master asked must have it"
         );
+    }
+
+    #[test]
+    fn a_handles_wait_is_made_once_per_setting() {
+        let waits = Waits::default();
+        let keep = Keep::of(Durability::Replica, Duration::from_millis(250)).unwrap();
+        let wait = waits.of(keep).unwrap();
+        assert_eq!(&*wait.packed, &wait.cmd.get_packed_command()[..]);
+        assert_eq!(wait.timeout, Duration::from_millis(250));
+        assert!(Arc::ptr_eq(&wait, &waits.of(keep).unwrap()), "made once");
+        let longer = Keep::of(Durability::Replica, Duration::from_millis(500)).unwrap();
+        let remade = waits.of(longer).unwrap();
+        assert!(
+            !Arc::ptr_eq(&wait, &remade),
+            "another setting, another wait"
+        );
+        assert_eq!(
+            crate::routing::command_args(&remade.cmd),
+            [&b"WAIT"[..], b"1", b"500"]
+        );
+    }
+
+    #[test]
+    fn a_write_is_sent_with_its_wait_only_once_a_replica_was_seen_and_no_look_is_due() {
+        let replicas = Replicas::default();
+        assert!(!replicas.ready("k"), "never looked at");
+        replicas.learn("k", &info(WITHOUT));
+        assert!(!replicas.ready("k"), "no replica");
+        replicas.learn("k", &info(WITH));
+        assert!(replicas.ready("k"));
+        replicas.forget("k");
+        assert!(!replicas.ready("k"), "a look is due first");
     }
 
     #[test]

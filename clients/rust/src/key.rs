@@ -1,7 +1,7 @@
 //! The commands on one sale key, written once over a [`Link`] for both kinds of sale (a
 //! one-key [`crate::Sale`] and each partition of a [`crate::PartitionedSale`]), sync and async.
 
-use crate::durability::{ACK_GRACE, Change, Keep, Keeping};
+use crate::durability::{ACK_GRACE, Change, Keep, Keeping, Wait};
 use crate::error::{Error, Result};
 use crate::info::{Buyer, PartitionInfo, Place, SaleEvent, parse_fields};
 use crate::link::{Link, after_answer};
@@ -11,6 +11,7 @@ use crate::retry::{Retrier, RetryPolicy, is_retryable};
 use redis::{Value, cmd};
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The longest user id, in bytes: the module's `seckill.max-user-bytes` default.
@@ -59,12 +60,12 @@ impl Keeping<'_> {
 
     /// The wait a write on `key` is sent with, when its master is known to have a replica
     /// and nothing calls for a look first (then `keep` looks after the write).
-    pub fn ready_wait(&self, key: &str) -> Option<(Keep, redis::Cmd)> {
+    pub fn ready_wait(&self, key: &str) -> Option<(Keep, Arc<Wait>)> {
         let keep = self.keep?;
-        if self.replicas.needs_look(key) || !self.replicas.known(key) {
+        if !self.replicas.ready(key) {
             return None;
         }
-        Some((keep, keep.command(true)?))
+        Some((keep, self.waits.of(keep)?))
     }
 
     /// Whether a write on `key` sent with its wait (`ready_wait`) is kept: `answer`, the
@@ -701,7 +702,7 @@ mod tests {
         fn query_kept(
             &mut self,
             write: &redis::Cmd,
-            wait: &redis::Cmd,
+            wait: &Wait,
             changed: fn(&Value) -> bool,
             budgets: (Duration, Duration),
         ) -> impl std::future::Future<Output = redis::RedisResult<(Value, Value)>> + Send {
@@ -724,7 +725,12 @@ mod tests {
         };
         let mut retrier = Retrier::new("test", &policy, "a1");
         let keep = Keep::of(durability, Duration::from_millis(100));
-        let keeping = Keeping { keep, replicas };
+        let waits = crate::durability::Waits::default();
+        let keeping = Keeping {
+            keep,
+            replicas,
+            waits: &waits,
+        };
         block_on(try_buy(link, &mut retrier, ("s", b"u", 1), "a1", keeping))
     }
 

@@ -4,6 +4,7 @@
 //! API with [`Tokio`], over a `redis::aio` connection. Sleeps go through the link too: a thread
 //! sleeps in the sync API, a task in the async one, so no async path ever blocks its runtime.
 
+use crate::durability::Wait;
 use crate::retry::MIN_CALL_BOUND;
 use crate::retry::{RetryPolicy, is_retryable};
 use crate::waiting::Wake;
@@ -65,7 +66,7 @@ pub(crate) trait Link {
     fn query_kept(
         &mut self,
         write: &Cmd,
-        wait: &Cmd,
+        wait: &Wait,
         changed: fn(&Value) -> bool,
         budgets: (Duration, Duration),
     ) -> impl Future<Output = RedisResult<(Value, Value)>> + Send;
@@ -75,7 +76,7 @@ pub(crate) trait Link {
 pub(crate) async fn one_then_the_other<L: Link + Send + ?Sized>(
     link: &mut L,
     write: &Cmd,
-    wait: &Cmd,
+    wait: &Wait,
     changed: fn(&Value) -> bool,
     (write_budget, wait_budget): (Duration, Duration),
 ) -> RedisResult<(Value, Value)> {
@@ -84,7 +85,7 @@ pub(crate) async fn one_then_the_other<L: Link + Send + ?Sized>(
         return Ok((reply, Value::Nil));
     }
     let answer: Value = link
-        .query_within(wait, wait_budget)
+        .query_within(&wait.cmd, wait_budget)
         .await
         .map_err(after_answer)?;
     Ok((reply, answer))
@@ -140,7 +141,7 @@ impl<C: ConnectionLike> Link for Blocking<'_, C> {
     fn query_kept(
         &mut self,
         write: &Cmd,
-        wait: &Cmd,
+        wait: &Wait,
         changed: fn(&Value) -> bool,
         _: (Duration, Duration),
     ) -> impl Future<Output = RedisResult<(Value, Value)>> + Send {
@@ -149,7 +150,7 @@ impl<C: ConnectionLike> Link for Blocking<'_, C> {
             if !changed(&reply) {
                 return Ok((reply, Value::Nil));
             }
-            let answer = wait.query(self.0).map_err(after_answer)?;
+            let answer = wait.cmd.query(self.0).map_err(after_answer)?;
             Ok((reply, answer))
         }))
     }
@@ -225,13 +226,17 @@ impl<C: redis::aio::ConnectionLike + Send + 'static> Link for Tokio<'_, C> {
     async fn query_kept(
         &mut self,
         write: &Cmd,
-        wait: &Cmd,
+        wait: &Wait,
         changed: fn(&Value) -> bool,
         budgets: (Duration, Duration),
     ) -> RedisResult<(Value, Value)> {
         match as_session(self.con) {
             Some(session) => {
-                within(budgets.0 + budgets.1, session.kept(write, wait, changed)).await
+                within(
+                    budgets.0 + budgets.1,
+                    session.kept(write, (wait.packed.clone(), wait.timeout), changed),
+                )
+                .await
             }
             None => one_then_the_other(self, write, wait, changed, budgets).await,
         }
@@ -327,7 +332,7 @@ mod tests {
         fn query_kept(
             &mut self,
             write: &Cmd,
-            wait: &Cmd,
+            wait: &Wait,
             changed: fn(&Value) -> bool,
             budgets: (Duration, Duration),
         ) -> impl Future<Output = RedisResult<(Value, Value)>> + Send {
@@ -339,9 +344,11 @@ mod tests {
     fn run(policy: &RetryPolicy, attempt: &str, link: &mut Scripted) -> Result<i64> {
         let mut retrier = Retrier::new("test", policy, attempt);
         let replicas = crate::durability::Replicas::default();
+        let waits = crate::durability::Waits::default();
         let keeping = crate::durability::Keeping {
             keep: None,
             replicas: &replicas,
+            waits: &waits,
         };
         let write = ("k", crate::durability::Change::Wrote);
         let ping = redis::cmd("PING");

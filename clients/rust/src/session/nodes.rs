@@ -322,7 +322,7 @@ impl Nodes {
 }
 
 /// How long a command waits in the server on purpose: `WAIT`'s timeout, `BLOCK`'s.
-pub(super) fn blocking_time(cmd: &Cmd) -> Duration {
+fn blocking_time(cmd: &Cmd) -> Duration {
     let args = command_args(cmd);
     let number = |i: usize| -> u64 {
         args.get(i)

@@ -10,7 +10,7 @@
 //! command again after a failure that may have run it: a purchase is the library's to resend,
 //! under its attempt id.
 
-use super::nodes::{Nodes, Settings, Written, blocking_time, lost};
+use super::nodes::{Nodes, Settings, Written, lost};
 use super::pipelined::Kept;
 use super::slot_map::SlotMap;
 use crate::routing::{command_key, key_slot, redirect};
@@ -224,22 +224,19 @@ impl ClusterSession {
         Ok(self.routed(cmd, None).await?.0)
     }
 
-    /// `write` on its key's master, kept: its reply, then the answer of `wait` (a `WAIT` or
-    /// `WAITAOF`) written on its connection after it, shared with the other writes answered in
-    /// the same read; `Nil` without a wait when `changed` says the reply changed nothing. The
-    /// caller is woken once (see `pipelined::reader`). The crate's async handles send their
+    /// `write` on its key's master, kept: its reply, then the answer of `wait` (a packed
+    /// `WAIT` or `WAITAOF`, waiting up to `wait_time` in the server) written on its connection
+    /// after it, shared with the other writes answered in the same read; `Nil` without a wait
+    /// when `changed` says the reply changed nothing. The caller is woken once (see `pipelined::reader`). The crate's async handles send their
     /// kept writes here (`crate::link::Tokio`).
     pub(crate) async fn kept(
         &mut self,
         write: &Cmd,
-        wait: &Cmd,
+        (wait, wait_time): (Arc<[u8]>, Duration),
         changed: fn(&Value) -> bool,
     ) -> RedisResult<(Value, Value)> {
-        let kept = Kept {
-            wait: wait.get_packed_command().into(),
-            changed,
-        };
-        self.routed(write, Some((kept, blocking_time(wait)))).await
+        let kept = Kept { wait, changed };
+        self.routed(write, Some((kept, wait_time))).await
     }
 
     /// `cmd` (kept when `kept` says so) on its master, redirects followed.
