@@ -51,6 +51,27 @@ fn a_master_that_never_had_a_replica_is_answered_without_a_wait() {
     assert_eq!(waits(&server), 0);
 }
 
+/// `count` purchases at once on clones of `session`, by buyers `{prefix}0`, `{prefix}1`, ...:
+/// their replies in the buyers' order.
+async fn buy_at_once(
+    sale: &Arc<aio::Sale>,
+    session: &aio::ClusterSession,
+    prefix: &str,
+    count: usize,
+) -> Vec<seckill_client::Result<TryReply>> {
+    let tasks: Vec<_> = (0..count)
+        .map(|i| {
+            let (sale, mut con, user) = (sale.clone(), session.clone(), format!("{prefix}{i}"));
+            tokio::spawn(async move { aio::FlashSale::try_buy(&*sale, &mut con, user, 1).await })
+        })
+        .collect();
+    let mut replies = Vec::new();
+    for task in tasks {
+        replies.push(task.await.unwrap());
+    }
+    replies
+}
+
 #[tokio::test]
 async fn concurrent_purchases_on_a_session_share_their_waits() {
     let (master, replica) = master_with_replica();
@@ -61,16 +82,8 @@ async fn concurrent_purchases_on_a_session_share_their_waits() {
             .unwrap(),
     );
     let (before, sent_before) = (waits(&master), session.waits());
-    let tasks: Vec<_> = (0..256)
-        .map(|i| {
-            let (sale, mut con) = (sale.clone(), session.clone());
-            tokio::spawn(async move {
-                aio::FlashSale::try_buy(&*sale, &mut con, format!("u{i}"), 1).await
-            })
-        })
-        .collect();
-    for task in tasks {
-        assert!(matches!(task.await.unwrap(), Ok(TryReply::Bought { .. })));
+    for reply in buy_at_once(&sale, &session, "u", 256).await {
+        assert!(matches!(reply, Ok(TryReply::Bought { .. })));
     }
     let sent = waits(&master) - before;
     println!("{sent} WAITs for 256 purchases");
@@ -97,25 +110,8 @@ async fn refusals_send_no_wait_even_behind_a_frozen_replica() {
             .unwrap()
             .ack_timeout(Duration::from_millis(500)),
     );
-    let buy_all = |prefix: &'static str, count: usize| {
-        let tasks: Vec<_> = (0..count)
-            .map(|i| {
-                let (sale, mut con) = (sale.clone(), session.clone());
-                tokio::spawn(async move {
-                    aio::FlashSale::try_buy(&*sale, &mut con, format!("{prefix}{i}"), 1).await
-                })
-            })
-            .collect();
-        async move {
-            let mut replies = Vec::new();
-            for task in tasks {
-                replies.push(task.await.unwrap());
-            }
-            replies
-        }
-    };
     // Sold out by 256 buyers: 200 bought, each kept.
-    let replies = buy_all("u", 256).await;
+    let replies = buy_at_once(&sale, &session, "u", 256).await;
     let bought = replies
         .iter()
         .filter(|r| matches!(r, Ok(TryReply::Bought { .. })))
@@ -129,7 +125,7 @@ async fn refusals_send_no_wait_even_behind_a_frozen_replica() {
     replica.signal(libc::SIGSTOP);
     let before = waits(&master);
     for round in 0..5 {
-        let replies = buy_all(["a", "b", "c", "d", "e"][round], 200).await;
+        let replies = buy_at_once(&sale, &session, ["a", "b", "c", "d", "e"][round], 200).await;
         assert!(
             replies.iter().all(|r| matches!(r, Ok(TryReply::SoldOut))),
             "{replies:?}"

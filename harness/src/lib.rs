@@ -468,13 +468,8 @@ fn rusage(who: libc::c_int) -> Duration {
     time(usage.ru_utime) + time(usage.ru_stime)
 }
 
-/// A server's CPU time so far, user and system (`/proc/<pid>/stat`, in clock ticks): what
-/// the servers cost beside the client's [`cpu_time`]. Zero when the process is gone.
-pub fn server_cpu_time(server: &Server) -> Duration {
-    server.pid().map_or(Duration::ZERO, process_cpu_time)
-}
-
-/// Process `pid`'s CPU time so far (see [`server_cpu_time`]).
+/// Process `pid`'s CPU time so far, user and system (`/proc/<pid>/stat`, in clock ticks): what
+/// a server costs beside the client's [`cpu_time`]. Zero when the process is gone.
 pub fn process_cpu_time(pid: u32) -> Duration {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return Duration::ZERO;

@@ -77,10 +77,14 @@ impl Keeping<'_> {
         reply: &Value,
         answer: &Value,
     ) -> bool {
-        if !change.in_reply(reply) {
-            return true;
-        }
-        let kept = keep.kept(answer, true);
+        !change.in_reply(reply) || self.acknowledged(key, keep, answer, true)
+    }
+
+    /// Whether `answer`, a wait's on `key`'s master (which has a replica to wait for when
+    /// `replica`), says the write is kept; a master that did not keep it is looked at again at
+    /// the next write.
+    fn acknowledged(&self, key: &str, keep: Keep, answer: &Value, replica: bool) -> bool {
+        let kept = keep.kept(answer, replica);
         if !kept {
             self.replicas.forget(key);
         }
@@ -159,11 +163,7 @@ impl Keeping<'_> {
             Err(e) if keep.aof && !is_retryable(&e) => return Err(aof_refused(&e)),
             Err(e) => return Err(forget(e).into()),
         };
-        let kept = keep.kept(&answer, replica);
-        if !kept {
-            self.replicas.forget(key);
-        }
-        Ok(kept)
+        Ok(self.acknowledged(key, keep, &answer, replica))
     }
 }
 

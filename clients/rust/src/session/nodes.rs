@@ -1,6 +1,6 @@
 //! The async cluster session's own connections: [`LANES`] pipelined connections per node
-//! ([`Pipelined`]), made by the crate (from a chosen source address if asked), each connect and each call
-//! bounded, a connection that failed or timed out dropped (the next call connects anew), and
+//! ([`Pipelined`]), made by the crate (from a chosen source address if asked), each connect
+//! and each call bounded, a connection that failed or timed out dropped (the next call connects anew), and
 //! a node that failed skipped without sending until its next probe ([`Health`]'s rules, the
 //! Python package's): so a frozen or dead master costs the calls that need it one timeout,
 //! then nothing, and never slows the calls that go to other nodes.

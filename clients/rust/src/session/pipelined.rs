@@ -462,19 +462,20 @@ async fn reader(
                     }
                     Reply::Wait(shared, packed) => {
                         state.holding.fetch_sub(1, Ordering::Relaxed);
-                        // The kept writes read before it are counted by it: theirs too.
-                        if let Some(at) = to_keep.iter().position(|(wait, ..)| *wait == packed) {
-                            let (_, waiters, _) = to_keep.swap_remove(at);
-                            lock(&shared).add(waiters);
-                        }
                         let answer = Ok(replies);
                         let waiting = std::mem::replace(
                             &mut *lock(&shared),
                             Shared::Answered(answer.clone()),
                         );
-                        if let Shared::Waiting(callers) = waiting {
-                            callers.into_iter().for_each(|w| w.answer(&answer));
+                        let mut callers = match waiting {
+                            Shared::Waiting(callers) => callers,
+                            Shared::Answered(_) => Vec::new(),
+                        };
+                        // The kept writes read before it are counted by it: theirs too.
+                        if let Some(at) = to_keep.iter().position(|(wait, ..)| *wait == packed) {
+                            callers.extend(to_keep.swap_remove(at).1);
                         }
+                        callers.into_iter().for_each(|w| w.answer(&answer));
                     }
                 }
             }

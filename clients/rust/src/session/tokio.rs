@@ -227,8 +227,9 @@ impl ClusterSession {
     /// `write` on its key's master, kept: its reply, then the answer of `wait` (a packed
     /// `WAIT` or `WAITAOF`, waiting up to `wait_time` in the server) written on its connection
     /// after it, shared with the other writes answered in the same read; `Nil` without a wait
-    /// when `changed` says the reply changed nothing. The caller is woken once (see `pipelined::reader`). The crate's async handles send their
-    /// kept writes here (`crate::link::Tokio`).
+    /// when `changed` says the reply changed nothing. The caller is woken once (see
+    /// `pipelined::reader`). The crate's async handles send their kept writes here
+    /// (`crate::link::Tokio`).
     pub(crate) async fn kept(
         &mut self,
         write: &Cmd,
