@@ -400,7 +400,12 @@ fn wait_for_turn_async_many_waiters_at_a_rate() {
         let asked = seckill_harness::command_calls(&mut server.con(), "seckill.position") - before;
         println!("40 waiters: {asked} POSITION calls, longest history {longest}");
         assert!(asked <= 2 * 40, "{asked} POSITION calls");
-        assert!(longest > 3, "some waiters saw their place go down");
+        // Told more than its first place and its turn (on a busy machine a reader may read
+        // several ticks at once, so no more than one place between them is asked for).
+        assert!(
+            longest >= 3,
+            "no waiter was told a place between its first and its turn"
+        );
     });
 }
 
