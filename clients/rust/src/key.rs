@@ -44,6 +44,11 @@ impl Keeping<'_> {
         if !self.keep.is_some_and(|keep| keep.aof) || self.replicas.has_aof(key) {
             return Ok(());
         }
+        // Boxed (rare): its calls' futures are not carried in every write's.
+        Box::pin(self.check_aof(link, key)).await
+    }
+
+    async fn check_aof<L: Link>(&self, link: &mut L, key: &str) -> Result<()> {
         let _: Value = link.query(cmd("EXISTS").arg(key)).await?;
         match link
             .query::<Value>(cmd("WAITAOF").arg(1).arg(0).arg(1))
@@ -115,7 +120,9 @@ impl Keeping<'_> {
             return Ok((reply, kept));
         }
         let reply: Value = link.query_within(write, write_budget).await?;
-        let kept = match self.keep(link, key, change, &reply).await {
+        // Boxed: the look and the wait after a write are rare (a master not looked at yet),
+        // and their futures would be carried in every write's.
+        let kept = match Box::pin(self.keep(link, key, change, &reply)).await {
             Ok(kept) => kept,
             Err(Error::Redis(e)) => return Err(after_answer(e).into()),
             Err(e) => return Err(e),

@@ -232,13 +232,15 @@ impl<C: redis::aio::ConnectionLike + Send + 'static> Link for Tokio<'_, C> {
     ) -> RedisResult<(Value, Value)> {
         match as_session(self.con) {
             Some(session) => {
+                // Boxed: the session's future is large, and a future is copied at each
+                // call it is passed through (see `Sale::buy_on`).
                 within(
                     budgets.0 + budgets.1,
-                    session.kept(write, (wait.packed.clone(), wait.timeout), changed),
+                    Box::pin(session.kept(write, (wait.packed.clone(), wait.timeout), changed)),
                 )
                 .await
             }
-            None => one_then_the_other(self, write, wait, changed, budgets).await,
+            None => Box::pin(one_then_the_other(self, write, wait, changed, budgets)).await,
         }
     }
 

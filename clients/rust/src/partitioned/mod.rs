@@ -249,7 +249,8 @@ impl PartitionedSale {
     ) -> Result<(TryReply, bool)> {
         let checked =
             key::check_call(user, Some(qty)).and_then(|()| key::check_attempt_id(attempt));
-        let server = self.buy_on_server(link, user, qty, (attempt, kept));
+        // Boxed: see `Sale::buy_on`.
+        let server = Box::pin(self.buy_on_server(link, user, qty, (attempt, kept)));
         crate::flash_sale::through_cache(checked, self.cached.as_ref(), &self.counters, server)
             .await
     }
