@@ -11,7 +11,7 @@ APT_PACKAGES := redis-server redis-tools clang libclang-dev
 export REDIS_SERVER REDIS_CLI
 
 
-.PHONY: venv-redis5 recipes-deps
+.PHONY: venv-redis5 recipes-deps rust-suite python-suite python-suite-redis5
 .PHONY: shop shop-test
 .PHONY: all deps build run exporter monitoring-test cluster cluster-stop bench-scale test recipes faults faults-test test-valkey test-valkey9 test-redis8 test-servers test-pypi unit demo bench soak fmt lint clean venv examples
 
@@ -102,19 +102,26 @@ venv-redis5:
 # Two suites at once (tools/concurrently.sh): the Rust tests (then, with the client matrix, the
 # recipes, faults, monitoring and shop tests), and the Python package's (its servers on ports
 # of their own band, SECKILL_TEST_PORTS). Whatever they install is installed first.
-PYTHON_SUITE = SECKILL_TEST_PORTS=10000-21999 SECKILL_RESP=3 $(VENV)/bin/python -m pytest -q clients/python/tests
-PYTHON_SUITE_REDIS5 = echo "redis-py $$($(VENV_REDIS5)/bin/python -c 'import redis; print(redis.__version__)') under RESP2:" \
-	&& SECKILL_TEST_PORTS=10000-21999 SECKILL_RESP=2 $(VENV_REDIS5)/bin/python -m pytest -q clients/python/tests
-
 test: build venv examples
 	@if [ "$(CLIENT_MATRIX)" = 1 ]; then \
 	  $(MAKE) --no-print-directory venv-redis5 recipes-deps && \
 	  tools/concurrently.sh \
-	    "cargo test --release --workspace && $(MAKE) --no-print-directory recipes faults-test monitoring-test shop-test" \
-	    "$(PYTHON_SUITE) && $(PYTHON_SUITE_REDIS5)"; \
+	    "$(MAKE) --no-print-directory rust-suite recipes faults-test monitoring-test shop-test" \
+	    "$(MAKE) --no-print-directory python-suite python-suite-redis5"; \
 	else \
-	  tools/concurrently.sh "cargo test --release --workspace" "$(PYTHON_SUITE)"; \
+	  tools/concurrently.sh "$(MAKE) --no-print-directory rust-suite" "$(MAKE) --no-print-directory python-suite"; \
 	fi
+
+rust-suite: build examples
+	cargo test --release --workspace
+
+PYTHON_TEST_PORTS ?= 10000-21999
+python-suite: build venv
+	SECKILL_TEST_PORTS=$(PYTHON_TEST_PORTS) SECKILL_RESP=3 $(VENV)/bin/python -m pytest -q clients/python/tests
+
+python-suite-redis5: build venv-redis5
+	@echo "redis-py $$($(VENV_REDIS5)/bin/python -c 'import redis; print(redis.__version__)') under RESP2:"
+	SECKILL_TEST_PORTS=$(PYTHON_TEST_PORTS) SECKILL_RESP=2 $(VENV_REDIS5)/bin/python -m pytest -q clients/python/tests
 
 # The exporter against a real Prometheus (Debian's `prometheus`: promtool checks the config and
 # the alert rules, runs their unit tests) and its live page in a real browser (Debian's
