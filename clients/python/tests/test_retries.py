@@ -68,7 +68,12 @@ def test_purchases_through_a_busy_server_are_retried_and_applied_once(server):
         assert sale.bought(user) == owned, f"{user}: owns what its answers said it bought"
         assert owned <= limit
         owned_total += owned
-    assert owned_total + sale.info().remaining == stock, "no unit lost or created"
+    # A transfer between partitions cut by a busy spell leaves its unit in flight (lent, not yet
+    # absorbed): not lost, and recover() finishes it (once seen under a loaded make test).
+    sale.recover()
+    info = sale.info()
+    assert info.in_flight == 0, info
+    assert owned_total + info.remaining == stock, "no unit lost or created"
     calls = sum(int(check.info("commandstats")[f"cmdstat_seckill.{c}"]["calls"]) for c in ("try", "cancel"))
     assert calls > sale.stats.tries, "no call was ever sent again: the busy spells missed"
 
