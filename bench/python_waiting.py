@@ -60,8 +60,8 @@ async def one_sale(n: int, way: str) -> Tuple[float, float, float, float, float,
     def probe_lag() -> None:
         # The loop's selector wrapped: the time from one select's return to the next select is
         # one turn of the loop, all its callbacks. (A ticker task measured this by sleeping
-        # 50 ms in a loop, but its 20 wakes a second cost more CPU than the waiters it
-        # measured beside: a wake from idle costs 0.15-0.4 ms of CPU on these VMs.)
+        # 50 ms in a loop, but its own 20 wakes a second were counted in the CPU the waiting
+        # is measured by.)
         selector = asyncio.get_running_loop()._selector  # type: ignore[attr-defined]
         select = selector.select
         returned = [0.0]

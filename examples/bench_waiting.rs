@@ -15,8 +15,8 @@ fn main() {
          `wait_for_turn` (one reader of the room's stream per process) and by a page polling \
          `join` every second. Bytes from Redis and the process's CPU while the pages wait (from \
          the last JOIN to the sell-out) per waiter-minute of waiting; the event loop's longest \
-         turn from the last JOIN on (its selector timed: no ticker, whose own wakes cost more \
-         CPU than the waiting on these VMs); the time from a user's admission (its entry's ID) to its page's \
+         turn from the last JOIN on (its selector timed: no ticker, whose own wakes would be \
+         counted in the CPU); the time from a user's admission (its entry's ID) to its page's \
          notice; 3 rounds interleaved, the median shown. Goals (#50): at most 1 KB and 1 ms of \
          CPU per waiter-minute, notice p99 at \
          most 50 ms.\n\n{table}"
