@@ -97,6 +97,72 @@ async fn concurrent_purchases_on_a_session_share_their_waits() {
     assert_eq!(sold, 256, "every purchase answered is on the replica");
 }
 
+fn blocked_clients(server: &Server) -> i64 {
+    let info: String = redis::cmd("INFO")
+        .arg("clients")
+        .query(&mut server.con())
+        .unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix("blocked_clients:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("INFO clients has blocked_clients")
+}
+
+/// Purchases sent while a `WAIT` holds each of a session's connections (the replica frozen)
+/// are not written behind it one write at a time, each with a `WAIT` of its own answered a
+/// replica's round trip after the one before: the connection's writer holds them until the
+/// `WAIT` answers and writes them together, with one `WAIT`.
+#[tokio::test]
+async fn purchases_sent_behind_a_wait_share_the_next_one() {
+    let (master, replica) = master_with_replica();
+    let session = aio::ClusterSession::connect([master.url()]).await.unwrap();
+    let sale = Arc::new(
+        aio::Sale::create(&mut session.clone(), "s", &SaleSpec::new(100, 1))
+            .await
+            .unwrap()
+            .ack_timeout(Duration::from_secs(30)),
+    );
+    replica.signal(libc::SIGSTOP);
+    let before = waits(&master);
+    let mut buyers = Vec::new();
+    let mut buy = |user: String| {
+        let (sale, mut con) = (sale.clone(), session.clone());
+        buyers.push(tokio::spawn(async move {
+            aio::FlashSale::try_buy(&*sale, &mut con, user, 1).await
+        }));
+    };
+    // The session's two connections to the master, each held by a purchase's WAIT.
+    buy("first".into());
+    wait_held(&master, 1).await;
+    buy("second".into());
+    wait_held(&master, 2).await;
+    // Ten more, each sent on its own (20 ms apart): all wait behind the two WAITs.
+    for i in 0..10 {
+        buy(format!("late{i}"));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    replica.signal(libc::SIGCONT);
+    for buyer in buyers {
+        let reply = buyer.await.unwrap();
+        assert!(matches!(reply, Ok(TryReply::Bought { .. })), "{reply:?}");
+    }
+    let sent = waits(&master) - before;
+    println!("{sent} WAITs for 12 purchases, 10 of them sent behind a WAIT");
+    // The two that held the connections, then one per connection for the ten.
+    assert!(sent <= 4, "{sent} WAITs for 12 purchases");
+    let sold = seckill_harness::field(&mut replica.con(), &["SECKILL.INFO", "s"], "sold");
+    assert_eq!(sold, 12, "every purchase answered is on the replica");
+}
+
+/// Until `count` clients of `server` are blocked (a WAIT each).
+async fn wait_held(server: &Server, count: i64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while blocked_clients(server) < count {
+        assert!(Instant::now() < deadline, "no {count} WAITs blocked");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
 /// While purchases succeed, an `aio::ClusterSession` connection ends each write of kept
 /// purchases with their `WAIT` (a round trip less); once they are refused, it does not: a
 /// sold-out sale's refusals never wait behind a `WAIT` for a frozen replica.

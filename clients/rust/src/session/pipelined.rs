@@ -8,7 +8,9 @@
 //! so it wrote each call alone: 100 000 purchases from 256 tasks made 100 002 `writev`s, and
 //! the purchase cost 9.4 us of client CPU (3.6 on a current-thread runtime). Here the writer,
 //! once woken, yields first: every task ready to call queues its call before the write, and
-//! one write carries them all (see `make bench`, "Durability").
+//! one write carries them all (see `make bench`, "Durability"). While a `WAIT` holds the
+//! connection in the server, the writer holds what is sent meanwhile and writes it all once the
+//! `WAIT` has answered, with one `WAIT` after it (see `released`).
 
 use redis::{Cmd, Pipeline, ProtocolVersion, RedisConnectionInfo, RedisResult, Value};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -16,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 
 /// The most bytes one write carries (more calls wait for the next one).
 const MAX_WRITE: usize = 1 << 20;
@@ -35,6 +37,8 @@ pub(crate) struct Pipelined {
 struct State {
     /// `WAIT`s written whose answer has not come: each holds the connection in the server.
     holding: AtomicUsize,
+    /// Told when the last `WAIT` holding the connection has answered, or the reader ended.
+    released: Notify,
     /// The last kept write read changed something: the writer ends a write that carries kept
     /// writes with their wait, instead of waiting for the reader to ask for it once their
     /// replies came (a round trip less while purchases succeed; none while they are refused,
@@ -48,9 +52,10 @@ type CallDone = oneshot::Sender<RedisResult<(Vec<Value>, u64)>>;
 type Done = oneshot::Sender<RedisResult<Vec<Value>>>;
 
 /// A write kept as its caller asks: when `changed` says its reply changed something, it is
-/// answered once the `wait` (a packed `WAIT` or `WAITAOF`) written after its reply came has
-/// answered too, else at once. The reader asks for that wait as it reads the replies (one for
-/// every reply of one read, see `reader`), so the caller is woken once.
+/// answered once the `wait` (a packed `WAIT` or `WAITAOF`) written after it has answered too,
+/// else at once: the one that ends its own write when the writer added one, else one the
+/// reader asks for as it reads the replies (one for every reply of one read, see `reader`).
+/// The caller is woken once.
 #[derive(Clone)]
 pub(crate) struct Kept {
     pub wait: Arc<[u8]>,
@@ -79,8 +84,14 @@ struct Awaited {
 }
 
 enum Reply {
-    /// One caller, told the call's number too; a kept write's waits for the wait it asks.
-    Call(CallDone, u64, Option<Kept>),
+    /// One caller, told the call's number too. A kept write's waits for its wait: `covered`
+    /// when one ends the write it went in (then the reader need not ask for one).
+    Call {
+        done: CallDone,
+        number: u64,
+        kept: Option<Kept>,
+        covered: bool,
+    },
     /// A shared `WAIT` (its bytes) and its callers.
     Wait(Arc<Mutex<Shared>>, Arc<[u8]>),
 }
@@ -234,7 +245,12 @@ impl Pipelined {
         let awaited = Awaited {
             skip,
             count,
-            to: Reply::Call(done, 0, kept),
+            to: Reply::Call {
+                done,
+                number: 0,
+                kept,
+                covered: false,
+            },
         };
         self.calls
             .send(Call::Commands { packed, awaited })
@@ -286,8 +302,9 @@ struct LastWait {
     shared: Arc<Mutex<Shared>>,
 }
 
-/// Writes the calls as they come: once woken by one, it yields, so that every task ready to
-/// call queues its call, then writes all that are queued at once. Each call's replies are
+/// Writes the calls as they come: once woken by one, it waits until no `WAIT` holds the
+/// connection (`released`), yields, so that every task ready to call queues its call, then
+/// writes all that are queued at once. Each call's replies are
 /// announced to the reader before its bytes are written, with the call's number (calls are
 /// numbered in the order they are written). A `WAIT` asked for after a call is shared: with
 /// the last one written when that was written after the call, else with the others asked in
@@ -303,6 +320,7 @@ async fn writer(
     let mut number: u64 = 0;
     let mut last_wait: Option<LastWait> = None;
     while let Some(first) = queued.recv().await {
+        released(&state).await;
         tokio::task::yield_now().await;
         let mut next = Some(first);
         // The waits asked in this write, to end it with.
@@ -314,13 +332,21 @@ async fn writer(
                     awaited: mut replies,
                 } => {
                     number += 1;
-                    if let Reply::Call(_, n, kept) = &mut replies.to {
+                    if let Reply::Call {
+                        number: n,
+                        kept,
+                        covered,
+                        ..
+                    } = &mut replies.to
+                    {
                         *n = number;
                         if let Some(kept) = kept
                             && state.changing.load(Ordering::Relaxed)
-                            && !waits.iter().any(|(p, _)| *p == kept.wait)
                         {
-                            waits.push((kept.wait.clone(), Vec::new()));
+                            if !waits.iter().any(|(p, _)| *p == kept.wait) {
+                                waits.push((kept.wait.clone(), Vec::new()));
+                            }
+                            *covered = true;
                         }
                     }
                     buffer.extend_from_slice(&packed);
@@ -383,10 +409,23 @@ async fn writer(
     }
 }
 
+/// Returns once no `WAIT` holds the connection in the server. What would be written behind
+/// one waits in the server for its answer (a blocked client's commands are not read), and its
+/// kept writes would need a `WAIT` of their own, a replica's round trip after the first: held
+/// here until the answer, all the calls that came meanwhile go in one write with one `WAIT`.
+/// (A `WAIT` answers within its timeout; a server that never answers fails the calls waiting
+/// here by their own deadlines, as it would fail them written.)
+async fn released(state: &State) {
+    while state.holding.load(Ordering::Relaxed) > 0 {
+        state.released.notified().await;
+    }
+}
+
 /// Reads replies and hands each call its own, in the order the calls were written. A kept
-/// write whose reply changed something waits for a `WAIT` the reader asks the writer for once
-/// the replies of one read are handed over (its callers share it). On a failure or the end of
-/// the stream, every call still waiting fails.
+/// write whose reply changed something waits for the `WAIT` that ends its write (`covered`),
+/// else for one the reader asks the writer for once the replies of one read are handed over
+/// (its callers share it). On a failure or the end of the stream, every call still waiting
+/// fails.
 async fn reader(
     mut read: OwnedReadHalf,
     mut expected: mpsc::UnboundedReceiver<Awaited>,
@@ -396,6 +435,9 @@ async fn reader(
     let mut current: Option<(Awaited, Vec<Value>)> = None;
     // The kept writes of this read that wait for a WAIT, by its bytes, and the last's number.
     let mut to_keep: Vec<(Arc<[u8]>, Vec<Waiter>, u64)> = Vec::new();
+    // The kept writes read that a WAIT written after them in their own write covers, by its
+    // bytes: the next of those bytes to answer is that one.
+    let mut covered_by: Vec<(Arc<[u8]>, Vec<Waiter>)> = Vec::new();
     'reading: loop {
         buffer.reserve(READ_CHUNK);
         match read.read_buf(&mut buffer).await {
@@ -436,10 +478,20 @@ async fn reader(
                     replies.split_off(call.skip)
                 };
                 match call.to {
-                    Reply::Call(done, number, None) => {
+                    Reply::Call {
+                        done,
+                        number,
+                        kept: None,
+                        ..
+                    } => {
                         let _ = done.send(Ok((replies, number)));
                     }
-                    Reply::Call(done, number, Some(kept)) => {
+                    Reply::Call {
+                        done,
+                        number,
+                        kept: Some(kept),
+                        covered,
+                    } => {
                         let reply = replies.into_iter().next().unwrap_or(Value::Nil);
                         let changed = (kept.changed)(&reply);
                         state.changing.store(changed, Ordering::Relaxed);
@@ -452,6 +504,13 @@ async fn reader(
                             reply,
                             number,
                         };
+                        if covered {
+                            match covered_by.iter_mut().find(|(wait, _)| *wait == kept.wait) {
+                                Some((_, waiters)) => waiters.push(waiter),
+                                None => covered_by.push((kept.wait, vec![waiter])),
+                            }
+                            continue;
+                        }
                         match to_keep.iter_mut().find(|(wait, ..)| *wait == kept.wait) {
                             Some((_, waiters, last)) => {
                                 waiters.push(waiter);
@@ -461,7 +520,9 @@ async fn reader(
                         }
                     }
                     Reply::Wait(shared, packed) => {
-                        state.holding.fetch_sub(1, Ordering::Relaxed);
+                        if state.holding.fetch_sub(1, Ordering::Relaxed) == 1 {
+                            state.released.notify_one();
+                        }
                         let answer = Ok(replies);
                         let waiting = std::mem::replace(
                             &mut *lock(&shared),
@@ -474,6 +535,9 @@ async fn reader(
                         // The kept writes read before it are counted by it: theirs too.
                         if let Some(at) = to_keep.iter().position(|(wait, ..)| *wait == packed) {
                             callers.extend(to_keep.swap_remove(at).1);
+                        }
+                        if let Some(at) = covered_by.iter().position(|(wait, _)| *wait == packed) {
+                            callers.extend(covered_by.swap_remove(at).1);
                         }
                         callers.into_iter().for_each(|w| w.answer(&answer));
                     }
@@ -498,8 +562,10 @@ async fn reader(
         }
     }
     // Dropping the senders fails the calls still waiting (`dropped`); a shared WAIT's callers
-    // that come later fail too.
+    // that come later fail too; the writer, no longer held, finds the reader gone.
     expected.close();
+    state.holding.store(0, Ordering::Relaxed);
+    state.released.notify_one();
     while let Ok(call) = expected.try_recv() {
         if let Reply::Wait(shared, _) = call.to {
             *lock(&shared) = Shared::Answered(Err(dropped()));
