@@ -63,6 +63,7 @@ mod error;
 mod flash_sale;
 mod health;
 mod info;
+mod keeping;
 mod key;
 mod link;
 mod lock;

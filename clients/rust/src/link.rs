@@ -354,7 +354,7 @@ mod tests {
         };
         let write = ("k", crate::durability::Change::Wrote);
         let ping = redis::cmd("PING");
-        block_on(crate::key::retried_and_kept(
+        block_on(crate::keeping::retried_and_kept(
             link,
             &mut retrier,
             &ping,

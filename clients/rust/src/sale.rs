@@ -5,6 +5,7 @@ use crate::durability::{Change, Durability, Keeper, Keeping};
 use crate::error::{Error, Result};
 use crate::flash_sale::Counters;
 use crate::info::{Buyer, SaleEvent, SaleInfo};
+use crate::keeping;
 use crate::key;
 use crate::link::{Blocking, Link, block_on};
 use crate::partitioned::check_units;
@@ -114,7 +115,7 @@ impl Sale {
             init.arg("REPLACE");
         }
         let sale = Sale::new(key);
-        let _: () = key::kept_write(link, &init, (key, Change::Wrote), sale.keeping()).await?;
+        let _: () = keeping::kept_write(link, &init, (key, Change::Wrote), sale.keeping()).await?;
         Ok(sale)
     }
 
@@ -275,7 +276,7 @@ impl Sale {
     ) -> Result<(TryReply, u64)> {
         // The purchase waits for what the caller asked, not the handle's durability too.
         let bought = self.buy_on(link, user, qty, (None, false)).await?;
-        key::with_acknowledgement(link, bought, wait).await
+        keeping::with_acknowledgement(link, bought, wait).await
     }
 
     pub(crate) async fn cancel_on<L: Link>(

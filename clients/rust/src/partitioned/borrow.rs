@@ -6,6 +6,7 @@ use super::{PartitionedSale, SCAN_READ_TIMEOUT};
 use crate::durability::Change;
 use crate::error::{Error, Result};
 use crate::info::{PartitionInfo, parse_fields};
+use crate::keeping;
 use crate::key;
 use crate::link::{Blocking, Link, block_on};
 use crate::retry::is_retryable;
@@ -308,7 +309,7 @@ impl PartitionedSale {
             .arg("TO")
             .arg(to)
             .clone();
-        key::kept_write(link, &lend, (from, Change::Units), self.keeping()).await
+        keeping::kept_write(link, &lend, (from, Change::Units), self.keeping()).await
     }
 }
 

@@ -4,6 +4,7 @@
 use super::PartitionedSale;
 use crate::durability::Change;
 use crate::error::{Error, Result};
+use crate::keeping;
 use crate::key;
 use crate::link::{Blocking, Link, block_on};
 use crate::protocol::MAX_PARTITIONS;
@@ -115,7 +116,8 @@ impl PartitionedSale {
                 .arg("MANIFEST")
                 .arg(name)
                 .arg("REPLACE");
-            let _: () = key::kept_write(link, &init, (key, Change::Wrote), self.keeping()).await?;
+            let _: () =
+                keeping::kept_write(link, &init, (key, Change::Wrote), self.keeping()).await?;
         }
         let mut manifest = cmd("HSET");
         manifest.arg(name);

@@ -7,6 +7,7 @@ use crate::error::{Error, Result};
 use crate::flash_sale::Counters;
 use crate::health::{Health, Placement};
 use crate::info::{Buyer, PartitionInfo, SaleEvent, SaleInfo};
+use crate::keeping;
 use crate::key;
 use crate::link::{Blocking, Link, block_on};
 use crate::protocol::DRAINED;
@@ -330,7 +331,7 @@ impl PartitionedSale {
     ) -> Result<(TryReply, u64)> {
         // The purchase waits for what the caller asked, not the handle's durability too.
         let bought = self.buy_on(link, user, qty, (None, false)).await?;
-        key::with_acknowledgement(link, bought, wait).await
+        keeping::with_acknowledgement(link, bought, wait).await
     }
 
     pub(crate) async fn cancel_on<L: Link>(
