@@ -7,7 +7,8 @@
 //! purchase (INFO commandstats) and this process's CPU per purchase (getrusage). Sync: one
 //! connection's purchase latency, p50 and p99, per durability. Python asyncio: the default
 //! against `durability="master"` (bench/python_durability.py). Writes
-//! bench/results/durability.md.
+//! bench/results/durability.md. `--async-only` prints the Rust async table only;
+//! `--profile master|replica` runs one library row again and again (for `perf record -p`).
 
 use seckill_client::aio::{ClusterSession, FlashSale as _, Sale as AsyncSale};
 use seckill_client::{
@@ -321,6 +322,20 @@ fn sync_and_python_sections(master: &Server) -> String {
     md
 }
 
+/// `--profile master|replica`: the library row of that durability only, [`PROFILED_ROUNDS`]
+/// times.
+fn profiled_row() -> Option<Durability> {
+    let args: Vec<String> = std::env::args().collect();
+    let at = args.iter().position(|a| a == "--profile")?;
+    match args.get(at + 1).map(String::as_str) {
+        Some("master") => Some(Durability::Master),
+        Some("replica") => Some(Durability::Replica),
+        other => panic!("--profile master|replica, got {other:?}"),
+    }
+}
+
+const PROFILED_ROUNDS: usize = 30;
+
 fn main() {
     if std::env::args().any(|a| a == "--failover-only") {
         print!("{}", failover_section());
@@ -336,6 +351,17 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    if let Some(row) = profiled_row() {
+        // One row again and again, for a profiler to attach to (`perf record -p`).
+        for round in 0..PROFILED_ROUNDS {
+            let m = runtime.block_on(library(&master, row, &format!("p{round}")));
+            println!(
+                "{row:?}: {:.0} purchases/s, client CPU {:.2} us/purchase",
+                m.per_s, m.client_us
+            );
+        }
+        return;
+    }
     let mut rows: [Vec<Measure>; 4] = Default::default();
     for round in 0..ROUNDS {
         rows[0].push(redis_benchmark(&master, round));

@@ -261,8 +261,8 @@ mod tests {
     use super::*;
     use crate::durability::{Durability, Keep, Replicas};
     use crate::key::try_buy;
-    use crate::retry::RetryPolicy;
     use crate::link::block_on;
+    use crate::retry::RetryPolicy;
     use std::collections::VecDeque;
     use std::time::Duration;
 

@@ -98,39 +98,67 @@ pub(crate) fn slot_ranges(reply: &Value) -> Vec<SlotRange> {
 /// command without one (`WAIT`, `INFO`, `CLUSTER ...`, `EVAL` with no keys), which any node
 /// (or, for `WAIT`, the one of the command before it) may answer.
 pub(crate) fn command_key(cmd: &Cmd) -> Option<&[u8]> {
-    let args = command_args(cmd);
-    let name = args.first()?.to_ascii_uppercase();
-    let position = match name.as_slice() {
+    let mut capitals = [0; NAME_ROOM];
+    let name = capitalized(command_name(cmd)?, &mut capitals);
+    let position = match name {
         b"WAIT" | b"WAITAOF" | b"INFO" | b"PING" | b"ECHO" | b"CLUSTER" | b"ROLE" | b"ASKING"
         | b"READONLY" | b"READWRITE" | b"HELLO" | b"AUTH" | b"CLIENT" | b"COMMAND" | b"CONFIG"
         | b"MODULE" | b"SCRIPT" | b"FUNCTION" | b"TIME" | b"DBSIZE" | b"DEBUG" | b"SELECT"
         | b"LASTSAVE" | b"MULTI" | b"EXEC" | b"DISCARD" => return None,
         b"EVAL" | b"EVALSHA" | b"EVAL_RO" | b"EVALSHA_RO" | b"FCALL" | b"FCALL_RO" => {
-            let keys: u64 = std::str::from_utf8(args.get(2)?).ok()?.parse().ok()?;
+            let keys: u64 = command_number(cmd, 2)?;
             if keys == 0 {
                 return None;
             }
             3
         }
         b"XREAD" | b"XREADGROUP" => {
-            1 + args
-                .iter()
-                .position(|arg| arg.eq_ignore_ascii_case(b"STREAMS"))?
+            1 + command_args_iter(cmd).position(|arg| arg.eq_ignore_ascii_case(b"STREAMS"))?
         }
         b"XGROUP" | b"XINFO" | b"OBJECT" | b"MEMORY" => 2,
         _ => 1,
     };
-    args.get(position).copied()
+    command_args_iter(cmd).nth(position)
 }
 
-/// A command's arguments, its name first (a cursor argument left out).
+/// A command's arguments, its name first, as [`command_args_iter`] gives them (for tests).
+#[cfg(test)]
 pub(crate) fn command_args(cmd: &Cmd) -> Vec<&[u8]> {
-    cmd.args_iter()
-        .filter_map(|arg| match arg {
-            Arg::Simple(bytes) => Some(bytes),
-            _ => None,
-        })
-        .collect()
+    command_args_iter(cmd).collect()
+}
+
+/// A command's arguments, its name first, without a copy (every call routes by them, so none
+/// allocates: `make bench`, "Durability").
+pub(crate) fn command_args_iter(cmd: &Cmd) -> impl Iterator<Item = &[u8]> {
+    cmd.args_iter().filter_map(|arg| match arg {
+        Arg::Simple(bytes) => Some(bytes),
+        _ => None,
+    })
+}
+
+/// A command's name (its first argument).
+pub(crate) fn command_name(cmd: &Cmd) -> Option<&[u8]> {
+    command_args_iter(cmd).next()
+}
+
+/// The command's argument at `at`, read as a number.
+pub(crate) fn command_number<T: std::str::FromStr>(cmd: &Cmd, at: usize) -> Option<T> {
+    let arg = command_args_iter(cmd).nth(at)?;
+    std::str::from_utf8(arg).ok()?.parse().ok()
+}
+
+/// Room for the longest command name matched by name here.
+pub(crate) const NAME_ROOM: usize = 16;
+
+/// `name` in capitals, written in `room`: empty for a name longer than the room (none of the
+/// names matched).
+pub(crate) fn capitalized<'r>(name: &[u8], room: &'r mut [u8; NAME_ROOM]) -> &'r [u8] {
+    let Some(capitals) = room.get_mut(..name.len()) else {
+        return &[];
+    };
+    capitals.copy_from_slice(name);
+    capitals.make_ascii_uppercase();
+    capitals
 }
 
 #[cfg(test)]
@@ -170,6 +198,29 @@ mod tests {
         );
         assert_eq!(key(&mut redis::cmd("GET")), None, "no key given");
         assert_eq!(key(&mut Cmd::new()), None, "no command");
+        let mut long = redis::cmd("SECKILL.A_NAME_LONGER_THAN_ROOM");
+        assert_eq!(
+            key(long.arg("k")),
+            some("k"),
+            "a long name keeps its key first"
+        );
+        assert_eq!(key(redis::cmd("waitaof").arg(1).arg(1).arg(0)), None);
+    }
+
+    #[test]
+    fn names_are_capitalized_in_their_room() {
+        let mut room = [0; NAME_ROOM];
+        assert_eq!(capitalized(b"WaitAof", &mut room), b"WAITAOF");
+        assert_eq!(capitalized(b"", &mut room), b"");
+        assert_eq!(
+            capitalized(&[b'a'; NAME_ROOM], &mut room),
+            [b'A'; NAME_ROOM]
+        );
+        assert_eq!(
+            capitalized(&[b'a'; NAME_ROOM + 1], &mut room),
+            b"",
+            "no room"
+        );
     }
 
     #[test]

@@ -242,10 +242,7 @@ fn is_purchase(name: &[u8]) -> bool {
 }
 
 fn name_of(cmd: &Cmd) -> &[u8] {
-    crate::routing::command_args(cmd)
-        .first()
-        .copied()
-        .unwrap_or(b"")
+    crate::routing::command_name(cmd).unwrap_or(b"")
 }
 
 /// A packed command (`*N\r\n$L\r\nname\r\n...`) as a [`Cmd`], when it parses as one.

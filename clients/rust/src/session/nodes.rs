@@ -8,7 +8,7 @@
 use super::pipelined::{Kept, Pipelined};
 use crate::health::Health;
 use crate::link::within;
-use crate::routing::command_args;
+use crate::routing::{NAME_ROOM, capitalized, command_args_iter, command_name, command_number};
 use redis::{Cmd, Pipeline, RedisConnectionInfo, RedisResult, Value};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -323,21 +323,15 @@ impl Nodes {
 
 /// How long a command waits in the server on purpose: `WAIT`'s timeout, `BLOCK`'s.
 fn blocking_time(cmd: &Cmd) -> Duration {
-    let args = command_args(cmd);
-    let number = |i: usize| -> u64 {
-        args.get(i)
-            .and_then(|arg| std::str::from_utf8(arg).ok())
-            .and_then(|text| text.parse().ok())
-            .unwrap_or(0)
-    };
-    let name = args.first().map(|name| name.to_ascii_uppercase());
-    let ms = match name.as_deref() {
-        Some(b"WAIT") => number(2),
-        Some(b"WAITAOF") => number(3),
-        _ => args
-            .iter()
+    let number = |at: usize| command_number(cmd, at).unwrap_or(0);
+    let mut capitals = [0; NAME_ROOM];
+    let name = command_name(cmd).map_or(&[][..], |name| capitalized(name, &mut capitals));
+    let ms = match name {
+        b"WAIT" => number(2),
+        b"WAITAOF" => number(3),
+        _ => command_args_iter(cmd)
             .position(|arg| arg.eq_ignore_ascii_case(b"BLOCK"))
-            .map_or(0, |i| number(i + 1)),
+            .map_or(0, |at| number(at + 1)),
     };
     Duration::from_millis(ms)
 }
