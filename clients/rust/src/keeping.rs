@@ -309,35 +309,7 @@ mod tests {
             std::future::ready(())
         }
 
-        fn query_pipe<T: redis::FromRedisValue + Send>(
-            &mut self,
-            _: &redis::Pipeline,
-        ) -> impl std::future::Future<Output = redis::RedisResult<T>> + Send {
-            let none = (
-                redis::ErrorKind::UnexpectedReturnType,
-                "no pipeline in these scripts",
-            );
-            std::future::ready(Err(none.into()))
-        }
-
-        fn nap<'w>(
-            &mut self,
-            _: &'w crate::waiting::Wake,
-            _: u64,
-            _: Duration,
-        ) -> impl std::future::Future<Output = ()> + Send + 'w {
-            std::future::ready(())
-        }
-
-        fn query_kept(
-            &mut self,
-            write: &redis::Cmd,
-            wait: &Wait,
-            changed: fn(&Value) -> bool,
-            budgets: (Duration, Duration),
-        ) -> impl std::future::Future<Output = redis::RedisResult<(Value, Value)>> + Send {
-            crate::link::one_then_the_other(self, write, wait, changed, budgets)
-        }
+        crate::link::scripted_link_rest!();
     }
 
     const WITH_REPLICA: &str =

@@ -273,6 +273,46 @@ pub(crate) fn block_on<T>(operation: impl Future<Output = T>) -> T {
     pollster::block_on(operation)
 }
 
+/// The rest of a test's scripted [`Link`], whose scripts hold single commands: no pipelines,
+/// naps that pass, a kept write sent as its write then its wait.
+#[cfg(test)]
+macro_rules! scripted_link_rest {
+    () => {
+        fn query_pipe<T: redis::FromRedisValue + Send>(
+            &mut self,
+            _: &redis::Pipeline,
+        ) -> impl std::future::Future<Output = redis::RedisResult<T>> + Send {
+            let none = (
+                redis::ErrorKind::UnexpectedReturnType,
+                "no pipeline in these scripts",
+            );
+            std::future::ready(Err(none.into()))
+        }
+
+        fn nap<'w>(
+            &mut self,
+            _: &'w crate::waiting::Wake,
+            _: u64,
+            _: std::time::Duration,
+        ) -> impl std::future::Future<Output = ()> + Send + 'w {
+            std::future::ready(())
+        }
+
+        fn query_kept(
+            &mut self,
+            write: &redis::Cmd,
+            wait: &crate::durability::Wait,
+            changed: fn(&redis::Value) -> bool,
+            budgets: (std::time::Duration, std::time::Duration),
+        ) -> impl std::future::Future<Output = redis::RedisResult<(redis::Value, redis::Value)>> + Send
+        {
+            crate::link::one_then_the_other(self, write, wait, changed, budgets)
+        }
+    };
+}
+#[cfg(test)]
+pub(crate) use scripted_link_rest;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -311,35 +351,7 @@ mod tests {
             std::future::ready(())
         }
 
-        fn query_pipe<T: redis::FromRedisValue + Send>(
-            &mut self,
-            _: &redis::Pipeline,
-        ) -> impl std::future::Future<Output = redis::RedisResult<T>> + Send {
-            let none = (
-                redis::ErrorKind::UnexpectedReturnType,
-                "no pipeline in these scripts",
-            );
-            std::future::ready(Err(none.into()))
-        }
-
-        fn nap<'w>(
-            &mut self,
-            _: &'w crate::waiting::Wake,
-            _: u64,
-            _: Duration,
-        ) -> impl std::future::Future<Output = ()> + Send + 'w {
-            std::future::ready(())
-        }
-
-        fn query_kept(
-            &mut self,
-            write: &Cmd,
-            wait: &Wait,
-            changed: fn(&Value) -> bool,
-            budgets: (Duration, Duration),
-        ) -> impl Future<Output = RedisResult<(Value, Value)>> + Send {
-            one_then_the_other(self, write, wait, changed, budgets)
-        }
+        scripted_link_rest!();
     }
 
     /// A write sent under `policy`, nothing waited for (the retries are what is tested).
