@@ -154,6 +154,69 @@ async fn purchases_sent_behind_a_wait_share_the_next_one() {
     assert_eq!(sold, 12, "every purchase answered is on the replica");
 }
 
+/// A connection the session dropped while its writer held a purchase behind a `WAIT` (the
+/// master frozen: every call on it timed out) writes nothing more: the purchase given up there
+/// never runs later, and the connection closes.
+#[tokio::test]
+async fn a_purchase_held_on_a_dropped_connection_never_runs() {
+    let (master, replica) = master_with_replica();
+    let session = aio::ClusterSession::builder([master.url()])
+        .unwrap()
+        .response_timeout(Duration::from_millis(200))
+        .connect()
+        .await
+        .unwrap();
+    let sale = Arc::new(
+        aio::Sale::create(&mut session.clone(), "s", &SaleSpec::new(100, 1))
+            .await
+            .unwrap()
+            // Long enough that the three purchases are sent while the first two hold both
+            // connections, however busy the machine.
+            .ack_timeout(Duration::from_secs(5))
+            .with_retry(RetryPolicy::none()),
+    );
+    replica.signal(libc::SIGSTOP);
+    let buy = |user: &str| {
+        let (sale, mut con, user) = (sale.clone(), session.clone(), user.to_string());
+        tokio::spawn(async move { aio::FlashSale::try_buy(&*sale, &mut con, user, 1).await })
+    };
+    let first = buy("first");
+    wait_held(&master, 1).await;
+    let second = buy("second");
+    wait_held(&master, 2).await;
+    // Both connections held: the late purchase waits in a writer (queued at its first poll).
+    let late = buy("late");
+    tokio::task::yield_now().await;
+    drop(session);
+    master.signal(libc::SIGSTOP);
+    for buyer in [first, second, late] {
+        let reply = buyer.await.unwrap();
+        assert!(reply.is_err(), "{reply:?}");
+    }
+    master.signal(libc::SIGCONT);
+    replica.signal(libc::SIGCONT);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while session_clients(&master) > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the session's connections stayed open"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(bought_on(&master, "late"), 0, "the given-up purchase ran");
+}
+
+/// `server`'s clients but the asking one and its replicas.
+fn session_clients(server: &Server) -> usize {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(&mut server.con())
+        .unwrap();
+    list.lines()
+        .filter(|client| !client.contains("flags=S") && !client.contains("cmd=client|list"))
+        .count()
+}
+
 /// Until `count` clients of `server` are blocked (a WAIT each).
 async fn wait_held(server: &Server, count: i64) {
     let deadline = Instant::now() + Duration::from_secs(10);

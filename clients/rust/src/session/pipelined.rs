@@ -30,6 +30,18 @@ const READ_CHUNK: usize = 64 * 1024;
 pub(crate) struct Pipelined {
     calls: mpsc::UnboundedSender<Call>,
     state: Arc<State>,
+    /// Dropped with the last clone, after its `calls`: tells a writer held by a `WAIT` that
+    /// nobody waits for what it holds.
+    _handles: Arc<Handles>,
+}
+
+/// The handles' share of a connection (see [`Pipelined::_handles`]).
+struct Handles(Arc<State>);
+
+impl Drop for Handles {
+    fn drop(&mut self) {
+        self.0.released.notify_one();
+    }
 }
 
 /// What the writer and the reader tell each other, and the connection's users.
@@ -160,7 +172,11 @@ impl Pipelined {
         let state = Arc::new(State::default());
         tokio::spawn(writer(write, queued, awaited, (state.clone(), waits)));
         tokio::spawn(reader(read, expected, (state.clone(), calls.downgrade())));
-        let con = Pipelined { calls, state };
+        let con = Pipelined {
+            calls,
+            _handles: Arc::new(Handles(state.clone())),
+            state,
+        };
         for cmd in handshake(info) {
             if let Value::ServerError(e) = con.send_packed_command(&cmd).await?.0 {
                 return Err(e.into());
@@ -320,7 +336,12 @@ async fn writer(
     let mut number: u64 = 0;
     let mut last_wait: Option<LastWait> = None;
     while let Some(first) = queued.recv().await {
-        released(&state).await;
+        released(&state, &queued).await;
+        if queued.is_closed() {
+            // Every handle is gone (the session dropped the connection, its calls failed or
+            // were given up): what is held here is written nowhere, so it runs nowhere later.
+            return;
+        }
         tokio::task::yield_now().await;
         let mut next = Some(first);
         // The waits asked in this write, to end it with.
@@ -414,9 +435,10 @@ async fn writer(
 /// kept writes would need a `WAIT` of their own, a replica's round trip after the first: held
 /// here until the answer, all the calls that came meanwhile go in one write with one `WAIT`.
 /// (A `WAIT` answers within its timeout; a server that never answers fails the calls waiting
-/// here by their own deadlines, as it would fail them written.)
-async fn released(state: &State) {
-    while state.holding.load(Ordering::Relaxed) > 0 {
+/// here by their own deadlines, as it would fail them written.) Returns too once every handle
+/// to the connection is gone.
+async fn released(state: &State, queued: &mpsc::UnboundedReceiver<Call>) {
+    while state.holding.load(Ordering::Relaxed) > 0 && !queued.is_closed() {
         state.released.notified().await;
     }
 }
