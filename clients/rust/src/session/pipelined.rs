@@ -29,18 +29,19 @@ const READ_CHUNK: usize = 64 * 1024;
 #[derive(Clone)]
 pub(crate) struct Pipelined {
     calls: mpsc::UnboundedSender<Call>,
-    state: Arc<State>,
-    /// Dropped with the last clone, after its `calls`: tells a writer held by a `WAIT` that
-    /// nobody waits for what it holds.
-    _handles: Arc<Handles>,
+    /// Dropped with the last clone, after its `calls`.
+    handles: Arc<Handles>,
 }
 
-/// The handles' share of a connection (see [`Pipelined::_handles`]).
-struct Handles(Arc<State>);
+/// The handles' share of a connection's state: the last one dropped tells a writer held by a
+/// `WAIT` that nobody waits for what it holds.
+struct Handles {
+    state: Arc<State>,
+}
 
 impl Drop for Handles {
     fn drop(&mut self) {
-        self.0.released.notify_one();
+        self.state.released.notify_one();
     }
 }
 
@@ -49,7 +50,8 @@ impl Drop for Handles {
 struct State {
     /// `WAIT`s written whose answer has not come: each holds the connection in the server.
     holding: AtomicUsize,
-    /// Told when the last `WAIT` holding the connection has answered, or the reader ended.
+    /// Told when the last `WAIT` holding the connection has answered, the reader ended, or
+    /// the last handle was dropped.
     released: Notify,
     /// The last kept write read changed something: the writer ends a write that carries kept
     /// writes with their wait, instead of waiting for the reader to ask for it once their
@@ -174,8 +176,7 @@ impl Pipelined {
         tokio::spawn(reader(read, expected, (state.clone(), calls.downgrade())));
         let con = Pipelined {
             calls,
-            _handles: Arc::new(Handles(state.clone())),
-            state,
+            handles: Arc::new(Handles { state }),
         };
         for cmd in handshake(info) {
             if let Value::ServerError(e) = con.send_packed_command(&cmd).await?.0 {
@@ -224,7 +225,7 @@ impl Pipelined {
     /// Whether a `WAIT` holds the connection in the server now: calls sent on it wait for its
     /// answer.
     pub(crate) fn holding(&self) -> bool {
-        self.state.holding.load(Ordering::Relaxed) > 0
+        self.handles.state.holding.load(Ordering::Relaxed) > 0
     }
 
     /// `cmd` (after `skip` commands whose replies are dropped: an `ASKING`), kept as `kept`
