@@ -51,6 +51,13 @@ fn a_master_that_never_had_a_replica_is_answered_without_a_wait() {
     assert_eq!(waits(&server), 0);
 }
 
+/// The sale "s" of `units` units, one per buyer, created on `session`.
+async fn sale_on(session: &aio::ClusterSession, units: u64) -> aio::Sale {
+    aio::Sale::create(&mut session.clone(), "s", &SaleSpec::new(units, 1))
+        .await
+        .unwrap()
+}
+
 /// `count` purchases at once on clones of `session`, by buyers `{prefix}0`, `{prefix}1`, ...:
 /// their replies in the buyers' order.
 async fn buy_at_once(
@@ -76,11 +83,7 @@ async fn buy_at_once(
 async fn concurrent_purchases_on_a_session_share_their_waits() {
     let (master, replica) = master_with_replica();
     let session = aio::ClusterSession::connect([master.url()]).await.unwrap();
-    let sale = Arc::new(
-        aio::Sale::create(&mut session.clone(), "s", &SaleSpec::new(300, 1))
-            .await
-            .unwrap(),
-    );
+    let sale = Arc::new(sale_on(&session, 300).await);
     let (before, sent_before) = (waits(&master), session.waits());
     for reply in buy_at_once(&sale, &session, "u", 256).await {
         assert!(matches!(reply, Ok(TryReply::Bought { .. })));
@@ -117,9 +120,8 @@ async fn purchases_sent_behind_a_wait_share_the_next_one() {
     let (master, replica) = master_with_replica();
     let session = aio::ClusterSession::connect([master.url()]).await.unwrap();
     let sale = Arc::new(
-        aio::Sale::create(&mut session.clone(), "s", &SaleSpec::new(100, 1))
+        sale_on(&session, 100)
             .await
-            .unwrap()
             .ack_timeout(Duration::from_secs(30)),
     );
     replica.signal(libc::SIGSTOP);
@@ -167,9 +169,8 @@ async fn a_purchase_held_on_a_dropped_connection_never_runs() {
         .await
         .unwrap();
     let sale = Arc::new(
-        aio::Sale::create(&mut session.clone(), "s", &SaleSpec::new(100, 1))
+        sale_on(&session, 100)
             .await
-            .unwrap()
             // Long enough that the three purchases are sent while the first two hold both
             // connections, however busy the machine.
             .ack_timeout(Duration::from_secs(5))
@@ -234,9 +235,8 @@ async fn refusals_send_no_wait_even_behind_a_frozen_replica() {
     let (master, replica) = master_with_replica();
     let session = aio::ClusterSession::connect([master.url()]).await.unwrap();
     let sale = Arc::new(
-        aio::Sale::create(&mut session.clone(), "s", &SaleSpec::new(200, 1))
+        sale_on(&session, 200)
             .await
-            .unwrap()
             .ack_timeout(Duration::from_millis(500)),
     );
     // Sold out by 256 buyers: 200 bought, each kept.
