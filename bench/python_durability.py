@@ -1,4 +1,4 @@
-"""The Python rows of `make bench`'s "Durability" (examples/bench_durability.rs): purchases per
+"""The Python rows of `make bench`'s "Durability" (examples/bench_durability/main.rs): purchases per
 second of fresh users through seckill.asyncio.Sale, 256 tasks on one redis.asyncio client, with
 the default durability ("replica") against durability="master", on a master with one replica;
 3 rounds interleaved, the medians, with the WAITs sent per purchase; and the sync client's

@@ -233,7 +233,7 @@ impl Sale {
             key::check_call(user, Some(qty)).and_then(|()| key::check_attempt_id(attempt));
         // Boxed: a future passed by value is copied at each call it goes through, and this
         // one (with the connection's) was 14 KB; boxed, 1 KB allocated once (client CPU per
-        // `Durability::Master` purchase, examples/bench_durability.rs: 1.2 us less).
+        // `Durability::Master` purchase, examples/bench_durability/main.rs: 1.2 us less).
         let server = Box::pin(self.buy_on_server(link, user, qty, (attempt, kept)));
         crate::flash_sale::through_cache(checked, self.cached.as_ref(), &self.counters, server)
             .await
