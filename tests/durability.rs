@@ -207,6 +207,52 @@ async fn a_purchase_held_on_a_dropped_connection_never_runs() {
     assert_eq!(bought_on(&master, "late"), 0, "the given-up purchase ran");
 }
 
+/// A kept purchase on a session whose master froze ends by its own budget (the handle's
+/// deadline for the write, its acknowledgement timeout and a grace for the `WAIT`: 2.1 s
+/// here), not by the session's bound of a reply (20 s here): the session bounds the write and
+/// its `WAIT` by both under one timer (`session::nodes::Deadline`; the session's bound alone,
+/// shown, took the 20 s).
+#[tokio::test]
+async fn a_kept_purchase_on_a_frozen_master_ends_by_its_budget_not_the_sessions_bound() {
+    let (master, _replica) = master_with_replica();
+    let session = aio::ClusterSession::builder([master.url()])
+        .unwrap()
+        .response_timeout(Duration::from_secs(20))
+        .connect()
+        .await
+        .unwrap();
+    let deadline = Duration::from_millis(500);
+    let sale = sale_on(&session, 100).await.with_retry(RetryPolicy {
+        deadline,
+        ..RetryPolicy::default()
+    });
+    let warm = aio::FlashSale::try_buy(&sale, &mut session.clone(), "warm", 1).await;
+    assert!(matches!(warm, Ok(TryReply::Bought { .. })), "{warm:?}");
+    assert!(
+        waits(&master) > 0,
+        "a kept purchase: the handle saw the replica"
+    );
+    master.signal(libc::SIGSTOP);
+    let started = Instant::now();
+    let answer = tokio::time::timeout(
+        Duration::from_secs(60),
+        aio::FlashSale::try_buy(&sale, &mut session.clone(), "u", 1),
+    )
+    .await;
+    let took = started.elapsed();
+    master.signal(libc::SIGCONT);
+    let answer = answer.expect("the purchase hung past the test's bound");
+    println!("ended in {took:?} (deadline {deadline:?}): {answer:?}");
+    assert!(
+        matches!(answer, Err(Error::OutcomeUnknown { .. })),
+        "{answer:?}"
+    );
+    assert!(
+        took < Duration::from_secs(10),
+        "took {took:?}: the session's 20 s, not the purchase's budget"
+    );
+}
+
 /// `server`'s clients but the asking one and its replicas.
 fn session_clients(server: &Server) -> usize {
     let list: String = redis::cmd("CLIENT")

@@ -233,12 +233,11 @@ impl<C: redis::aio::ConnectionLike + Send + 'static> Link for Tokio<'_, C> {
         match as_session(self.con) {
             Some(session) => {
                 // Boxed: the session's future is large, and a future is copied at each
-                // call it is passed through (see `Sale::buy_on`).
-                within(
-                    budgets.0 + budgets.1,
-                    Box::pin(session.kept(write, (wait.packed.clone(), wait.timeout), changed)),
-                )
-                .await
+                // call it is passed through (see `Sale::buy_on`). Bounded by the session,
+                // with its own bound of the reply, under one timer.
+                let wait = (wait.packed.clone(), wait.timeout);
+                let budget = budgets.0 + budgets.1;
+                Box::pin(session.kept(write, wait, changed, budget)).await
             }
             None => Box::pin(one_then_the_other(self, write, wait, changed, budgets)).await,
         }
@@ -260,12 +259,17 @@ pub(crate) async fn within<T>(
 ) -> RedisResult<T> {
     match tokio::time::timeout(budget, call).await {
         Ok(result) => result,
-        Err(_) => Err(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            format!("no answer within {budget:?}"),
-        )
-        .into()),
+        Err(_) => Err(no_answer(budget)),
     }
+}
+
+/// A call's timeout after `budget`: an I/O error, retryable, the call may have run.
+pub(crate) fn no_answer(budget: Duration) -> redis::RedisError {
+    std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        format!("no answer within {budget:?}"),
+    )
+    .into()
 }
 
 /// Runs an operation of the sync API to its end on this thread.

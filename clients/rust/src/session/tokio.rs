@@ -10,7 +10,7 @@
 //! command again after a failure that may have run it: a purchase is the library's to resend,
 //! under its attempt id.
 
-use super::nodes::{Nodes, Settings, Written, lost};
+use super::nodes::{Deadline, Nodes, Settings, Written, lost};
 use super::pipelined::Kept;
 use super::slot_map::SlotMap;
 use crate::routing::{command_key, key_slot, redirect};
@@ -236,16 +236,19 @@ impl ClusterSession {
         write: &Cmd,
         (wait, wait_time): (Arc<[u8]>, Duration),
         changed: fn(&Value) -> bool,
+        budget: Duration,
     ) -> RedisResult<(Value, Value)> {
         let kept = Kept { wait, changed };
-        self.routed(write, Some((kept, wait_time))).await
+        let deadline = Deadline::after(budget);
+        self.routed(write, Some((kept, wait_time, deadline))).await
     }
 
-    /// `cmd` (kept when `kept` says so) on its master, redirects followed.
+    /// `cmd` (kept when `kept` says so, by its caller's deadline) on its master, redirects
+    /// followed.
     async fn routed(
         &mut self,
         cmd: &Cmd,
-        kept: Option<(Kept, Duration)>,
+        kept: Option<(Kept, Duration, Deadline)>,
     ) -> RedisResult<(Value, Value)> {
         let (slot, mut node) = self.target(cmd);
         let mut asking = false;
