@@ -8,7 +8,7 @@ use seckill_harness::{
     Server, call, cli_binary, error, field, info_counter, int, ok, replicate, wait_until,
 };
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -34,13 +34,15 @@ fn start_load(
     tag: &str,
     stop: Arc<AtomicBool>,
     wait_replica: bool,
-) -> Vec<std::thread::JoinHandle<Acked>> {
+) -> (Vec<std::thread::JoinHandle<Acked>>, Arc<AtomicUsize>) {
     let mut threads = Vec::new();
+    // Purchases acknowledged so far, for a test to wait for (a busy machine starts slowly).
+    let purchases = Arc::new(AtomicUsize::new(0));
     for t in 0..6 {
         let Ok(mut con) = connect_with_timeout(server) else {
             continue;
         };
-        let (stop, tag) = (stop.clone(), tag.to_string());
+        let (stop, tag, purchases) = (stop.clone(), tag.to_string(), purchases.clone());
         threads.push(std::thread::spawn(move || {
             let mut acked = Acked::default();
             for n in 0.. {
@@ -57,6 +59,7 @@ fn start_load(
                 };
                 if reply >= 0 && confirmed(&mut con, wait_replica) {
                     acked.users.push(user);
+                    purchases.fetch_add(1, Ordering::Relaxed);
                 }
             }
             acked
@@ -98,7 +101,7 @@ fn start_load(
             acked
         }));
     }
-    threads
+    (threads, purchases)
 }
 
 fn confirmed(con: &mut redis::Connection, wait_replica: bool) -> bool {
@@ -177,7 +180,7 @@ fn crash_with_aof_always_loses_nothing_acknowledged() {
     let mut acked = Acked::default();
     for round in 0..scale(3, 12) {
         let stop = Arc::new(AtomicBool::new(false));
-        let threads = start_load(&server, &format!("r{round}"), stop.clone(), false);
+        let (threads, _) = start_load(&server, &format!("r{round}"), stop.clone(), false);
         let delay = 100 + rng.below(400);
         std::thread::sleep(Duration::from_millis(delay)); // the crash moment, chosen at random
         server.kill();
@@ -199,7 +202,7 @@ fn crash_after_save_keeps_the_rdb_state() {
     let mut acked = Acked::default();
     for round in 0..scale(2, 6) {
         let stop = Arc::new(AtomicBool::new(false));
-        let threads = start_load(&server, &format!("s{round}"), stop.clone(), false);
+        let (threads, _) = start_load(&server, &format!("s{round}"), stop.clone(), false);
         std::thread::sleep(Duration::from_millis(200)); // load runs for a while
         stop.store(true, Ordering::Relaxed);
         join_load(threads, &mut acked);
@@ -236,8 +239,13 @@ fn failover_keeps_every_wait_acknowledged_write() {
     );
     replicate(&replica, &master);
     let stop = Arc::new(AtomicBool::new(false));
-    let threads = start_load(&master, "f", stop.clone(), true);
-    std::thread::sleep(Duration::from_millis(scale(300, 5_000) as u64)); // load runs for a while
+    let (threads, purchases) = start_load(&master, "f", stop.clone(), true);
+    // The load runs until some purchases were acknowledged (a fixed 300 ms saw none on a busy
+    // machine), and a while more.
+    wait_until(Duration::from_secs(60), "acknowledged purchases", || {
+        purchases.load(Ordering::Relaxed) >= 20
+    });
+    std::thread::sleep(Duration::from_millis(scale(300, 5_000) as u64));
     master.kill(); // the master dies under load
     let mut acked = Acked::default();
     join_load(threads, &mut acked);
