@@ -8,6 +8,7 @@
 //! CPU, `make bench`, "Durability"). A waiting call parks its task in the async API and its
 //! thread in the sync one; the map's std lock is never held across an `.await`.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use tokio::sync::oneshot;
@@ -41,15 +42,16 @@ impl BuyerTurns {
     /// Waits until no other call of `user` runs in this process.
     pub(crate) async fn take<'a>(&'a self, user: &'a [u8]) -> Holding<'a> {
         let turn = {
-            let mut turns = self.lock();
-            match turns.get_mut(user) {
-                None => {
-                    turns.insert(user.into(), VecDeque::new());
+            // One lookup: the name is made for the entry whether or not one is there (the
+            // buyer's other call running is the rare case).
+            match self.lock().entry(user.into()) {
+                Entry::Vacant(free) => {
+                    free.insert(VecDeque::new());
                     return Holding { turns: self, user };
                 }
-                Some(waiting) => {
+                Entry::Occupied(mut running) => {
                     let (handed, turn) = oneshot::channel();
-                    waiting.push_back(handed);
+                    running.get_mut().push_back(handed);
                     turn
                 }
             }
@@ -75,16 +77,17 @@ impl BuyerTurns {
     /// goes.
     fn hand_on(&self, user: &[u8]) {
         let mut turns = self.lock();
-        let Some(waiting) = turns.get_mut(user) else {
+        // One lookup when nobody waits (the entry goes); put back when a call took the turn.
+        let Some((name, mut waiting)) = turns.remove_entry(user) else {
             return;
         };
         while let Some(next) = waiting.pop_front() {
             if next.send(()).is_ok() {
+                turns.insert(name, waiting);
                 return;
             }
             // That call was given up while it waited: the next one.
         }
-        turns.remove(user);
     }
 
     #[cfg(test)]
