@@ -114,10 +114,11 @@ enum Reply {
 enum Waiter {
     /// A task that asked for it (`Pipelined::wait_after`).
     Asked(Done),
-    /// A kept write's caller: its reply is handed over with the answer.
+    /// A kept write's caller: its reply (alone in a vector with room for the answer) is
+    /// handed over with the answer.
     Kept {
         done: CallDone,
-        reply: Value,
+        replies: Vec<Value>,
         number: u64,
     },
 }
@@ -130,12 +131,12 @@ impl Waiter {
             }
             Waiter::Kept {
                 done,
-                reply,
+                mut replies,
                 number,
             } => {
                 let answered = answer.as_ref().map_err(Clone::clone).map(|answer| {
-                    let answer = answer.first().cloned().unwrap_or(Value::Nil);
-                    (vec![reply, answer], number)
+                    replies.push(answer.first().cloned().unwrap_or(Value::Nil));
+                    (replies, number)
                 });
                 let _ = done.send(answered);
             }
@@ -485,7 +486,9 @@ async fn reader(
                 Some(waiting) => waiting,
                 None => match expected.try_recv() {
                     Ok(call) => {
-                        let room = call.skip + call.count;
+                        // A kept write's answer joins its reply: room for it now.
+                        let kept = matches!(&call.to, Reply::Call { kept: Some(_), .. });
+                        let room = call.skip + call.count + usize::from(kept);
                         current.insert((call, Vec::with_capacity(room)))
                     }
                     Err(_) => break 'reading, // a reply nobody asked for: out of step
@@ -515,16 +518,18 @@ async fn reader(
                         kept: Some(kept),
                         covered,
                     } => {
-                        let reply = replies.into_iter().next().unwrap_or(Value::Nil);
-                        let changed = (kept.changed)(&reply);
+                        let mut replies = replies;
+                        replies.truncate(1);
+                        let changed = replies.first().is_some_and(kept.changed);
                         state.changing.store(changed, Ordering::Relaxed);
                         if !changed {
-                            let _ = done.send(Ok((vec![reply, Value::Nil], number)));
+                            replies.resize(2, Value::Nil);
+                            let _ = done.send(Ok((replies, number)));
                             continue;
                         }
                         let waiter = Waiter::Kept {
                             done,
-                            reply,
+                            replies,
                             number,
                         };
                         if covered {
