@@ -330,9 +330,12 @@ impl Nodes {
         if let Some(con) = lock(&entry.lanes[lane].con).as_ref() {
             return Ok(leased(con));
         }
+        // Boxed: connecting is rare, and its future (the socket's, the handshake's) would
+        // otherwise be carried in every call's.
+        let connecting = Box::pin(self.connect_lane(node, &entry, lane));
         match caller {
-            Some(caller) => caller.bound(self.connect_lane(node, &entry, lane)).await,
-            None => self.connect_lane(node, &entry, lane).await,
+            Some(caller) => caller.bound(connecting).await,
+            None => connecting.await,
         }
     }
 
