@@ -167,14 +167,14 @@ fn aof_refused(e: &redis::RedisError) -> Error {
 pub(crate) async fn retried_and_kept<L: Link>(
     link: &mut L,
     retrier: &mut Retrier<'_>,
-    write: &redis::Cmd,
+    write: redis::Cmd,
     (key, change): (&str, Change),
     keeping: Keeping<'_>,
 ) -> Result<i64> {
     keeping.check(link, key).await?;
     loop {
         let sent = keeping
-            .send(link, (key, change), write, retrier.send_budget())
+            .send(link, (key, change), &write, retrier.send_budget())
             .await;
         if sent.is_err() || retrier.retried() {
             // A lost answer may have been a failover: the next master's replicas are looked

@@ -53,13 +53,15 @@ pub(crate) fn check_attempt_id(attempt: Option<&str>) -> Result<()> {
 /// `SECKILL.TRY key user qty ID attempt` under `retrier`, kept as `keeping` says: the
 /// command's code, or [`Error::NotReplicated`]. A wait that failed sends the purchase again
 /// under its attempt id (the same answer) and waits again.
-pub(crate) async fn try_buy<L: Link>(
+/// (A function that returns the purchase's future, not an `async fn`: its arguments, in the
+/// command now, are not kept in the future a second time.)
+pub(crate) fn try_buy<L: Link>(
     link: &mut L,
     retrier: &mut Retrier<'_>,
     (key, user, qty): (&str, &[u8], u64),
     attempt: &str,
     keeping: Keeping<'_>,
-) -> Result<i64> {
+) -> impl Future<Output = Result<i64>> {
     // Sized once: a command grown an argument at a time reallocates on the way (most of a
     // purchase's allocations, `make bench`, "Durability").
     const NAME: &str = "SECKILL.TRY";
@@ -72,7 +74,7 @@ pub(crate) async fn try_buy<L: Link>(
         .arg(qty)
         .arg("ID")
         .arg(attempt);
-    retried_and_kept(link, retrier, &try_cmd, (key, Change::Wrote), keeping).await
+    retried_and_kept(link, retrier, try_cmd, (key, Change::Wrote), keeping)
 }
 
 /// `SECKILL.CANCEL key user [qty] ID attempt`, retried under `policy`, kept as `keeping`
@@ -91,7 +93,7 @@ pub(crate) async fn cancel<L: Link>(
     }
     cancel.arg("ID").arg(&attempt);
     let retrier = &mut Retrier::new("cancel", policy, &attempt);
-    let returned = retried_and_kept(link, retrier, &cancel, (key, Change::Units), keeping).await?;
+    let returned = retried_and_kept(link, retrier, cancel, (key, Change::Units), keeping).await?;
     Ok(returned.max(0) as u64)
 }
 

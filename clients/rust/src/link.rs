@@ -380,7 +380,7 @@ mod tests {
         block_on(crate::keeping::retried_and_kept(
             link,
             &mut retrier,
-            &ping,
+            ping,
             write,
             keeping,
         ))

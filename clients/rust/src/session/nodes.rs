@@ -180,24 +180,22 @@ impl Nodes {
         }
         cmd.write_packed_command(&mut packed);
         let skip = usize::from(asking);
-        let reply = async {
-            match kept {
-                Some((kept, _)) => con.send_kept(packed, skip, kept).await,
-                None => con.send_bytes(packed, skip, 1).await,
-            }
-        };
         let own = tokio::time::Instant::now() + budget;
-        let result = match caller.filter(|caller| caller.at < own) {
-            Some(caller) => match tokio::time::timeout_at(caller.at, reply).await {
-                Ok(result) => result,
-                // The caller's deadline came first: its timeout, and the node not judged (the
-                // reply's own bound had not passed).
-                Err(_) => return Err(no_answer(caller.budget)),
-            },
-            None => match tokio::time::timeout_at(own, reply).await {
-                Ok(result) => result,
-                Err(_) => Err(no_answer(budget)),
-            },
+        let theirs = caller.filter(|caller| caller.at < own);
+        // Built and bounded in one statement, awaited in the next: a future moved into its
+        // bound keeps no room of its own in this one's state.
+        let bounded = tokio::time::timeout_at(
+            theirs.map_or(own, |caller| caller.at),
+            con.call(packed, skip, 1, kept.map(|(kept, _)| kept)),
+        );
+        let result = match bounded.await {
+            Ok(result) => result,
+            // The caller's deadline came first: its timeout, and the node not judged (the
+            // reply's own bound had not passed).
+            Err(_) if theirs.is_some() => {
+                return Err(no_answer(theirs.map_or(budget, |caller| caller.budget)));
+            }
+            Err(_) => Err(no_answer(budget)),
         };
         self.judge(node, (made, lane), &result);
         result.map(|(replies, number)| {

@@ -229,36 +229,28 @@ impl Pipelined {
         self.handles.state.holding.load(Ordering::Relaxed) > 0
     }
 
-    /// `cmd` (after `skip` commands whose replies are dropped: an `ASKING`), kept as `kept`
-    /// says: its reply, then the wait's answer (`Nil` when its reply changed nothing, and
-    /// nothing was waited for).
-    pub(crate) async fn send_kept(
-        &self,
-        packed: Vec<u8>,
-        skip: usize,
-        kept: Kept,
-    ) -> RedisResult<(Vec<Value>, u64)> {
-        self.call(packed, skip, 1, Some(kept)).await
-    }
-
     /// Packed commands' replies after `skip`, `count` of them, and the call's number.
-    pub(crate) async fn send_bytes(
+    pub(crate) fn send_bytes(
         &self,
         packed: Vec<u8>,
         skip: usize,
         count: usize,
-    ) -> RedisResult<(Vec<Value>, u64)> {
-        self.call(packed, skip, count, None).await
+    ) -> impl Future<Output = RedisResult<(Vec<Value>, u64)>> + Send + 'static {
+        self.call(packed, skip, count, None)
     }
 
-    /// `packed`'s replies after `skip`, `count` of them, kept as `kept` says.
-    async fn call(
+    /// `packed`'s replies after `skip`, `count` of them (commands whose replies are skipped:
+    /// an `ASKING`), kept as `kept` says: a kept write's reply, then the wait's answer (`Nil`
+    /// when its reply changed nothing, and nothing was waited for). Queued for the writer
+    /// now, not at the first poll: the future only waits for the answer (its arguments, kept
+    /// across the wait, made a purchase's 248 bytes).
+    pub(crate) fn call(
         &self,
         packed: Vec<u8>,
         skip: usize,
         count: usize,
         kept: Option<Kept>,
-    ) -> RedisResult<(Vec<Value>, u64)> {
+    ) -> impl Future<Output = RedisResult<(Vec<Value>, u64)>> + Send + 'static {
         let (done, answer) = oneshot::channel();
         let awaited = Awaited {
             skip,
@@ -270,10 +262,13 @@ impl Pipelined {
                 covered: false,
             },
         };
-        self.calls
-            .send(Call::Commands { packed, awaited })
-            .map_err(|_| dropped())?;
-        answer.await.map_err(|_| dropped())?
+        let queued = self.calls.send(Call::Commands { packed, awaited }).is_ok();
+        async move {
+            if !queued {
+                return Err(dropped());
+            }
+            answer.await.map_err(|_| dropped())?
+        }
     }
 }
 
