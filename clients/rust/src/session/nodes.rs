@@ -188,14 +188,12 @@ impl Nodes {
             theirs.map_or(own, |caller| caller.at),
             con.call(packed, skip, 1, kept.map(|(kept, _)| kept)),
         );
-        let result = match bounded.await {
-            Ok(result) => result,
+        let result = match (bounded.await, theirs) {
+            (Ok(result), _) => result,
             // The caller's deadline came first: its timeout, and the node not judged (the
             // reply's own bound had not passed).
-            Err(_) if theirs.is_some() => {
-                return Err(no_answer(theirs.map_or(budget, |caller| caller.budget)));
-            }
-            Err(_) => Err(no_answer(budget)),
+            (Err(_), Some(caller)) => return Err(no_answer(caller.budget)),
+            (Err(_), None) => Err(no_answer(budget)),
         };
         self.judge(node, (made, lane), &result);
         result.map(|(replies, number)| {
