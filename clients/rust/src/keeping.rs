@@ -21,8 +21,7 @@ impl Keeping<'_> {
             return Ok(());
         }
         // Boxed (rare): its calls' futures are not carried in every write's.
-        let check = Box::pin(self.check_aof(link, key));
-        check.await
+        Box::pin(self.check_aof(link, key)).await
     }
 
     async fn check_aof<L: Link>(&self, link: &mut L, key: &str) -> Result<()> {
@@ -98,10 +97,8 @@ impl Keeping<'_> {
         }
         let reply: Value = link.query_within(write, write_budget).await?;
         // Boxed: the look and the wait after a write are rare (a master not looked at yet),
-        // and their futures would be carried in every write's (boxed in a statement of its
-        // own, see `link::Tokio::query_kept`).
-        let keep = Box::pin(self.keep(link, key, change, &reply));
-        let kept = match keep.await {
+        // and their futures would be carried in every write's.
+        let kept = match Box::pin(self.keep(link, key, change, &reply)).await {
             Ok(kept) => kept,
             Err(Error::Redis(e)) => return Err(after_answer(e).into()),
             Err(e) => return Err(e),

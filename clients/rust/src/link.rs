@@ -231,22 +231,15 @@ impl<C: redis::aio::ConnectionLike + Send + 'static> Link for Tokio<'_, C> {
         budgets: (Duration, Duration),
     ) -> RedisResult<(Value, Value)> {
         match as_session(self.con) {
-            // Boxed: the session's future is large, and a future is copied at each call it is
-            // passed through (see `Sale::buy_on`). Boxed in a statement of its own: boxed and
-            // awaited in one expression, the future built before its move into the box kept
-            // its room in this one's state too (a kept purchase's future, boxed in
-            // `Sale::buy_on`, was 3.4 KB for it, 1 KB without).
             Some(session) => {
-                // Bounded by the session, with its own bound of the reply, under one timer.
+                // Boxed: the session's future is large, and a future is copied at each call
+                // it is passed through (see `Sale::buy_on`). Bounded by the session, with its
+                // own bound of the reply, under one timer.
                 let budget = budgets.0 + budgets.1;
                 let wait = (wait.packed.clone(), wait.timeout);
-                let call = Box::pin(session.kept(write, wait, changed, budget));
-                call.await
+                Box::pin(session.kept(write, wait, changed, budget)).await
             }
-            None => {
-                let call = Box::pin(one_then_the_other(self, write, wait, changed, budgets));
-                call.await
-            }
+            None => Box::pin(one_then_the_other(self, write, wait, changed, budgets)).await,
         }
     }
 

@@ -182,8 +182,8 @@ impl Nodes {
         let skip = usize::from(asking);
         let own = tokio::time::Instant::now() + budget;
         let theirs = caller.filter(|caller| caller.at < own);
-        // Built and bounded in one statement, awaited in the next: a future moved into its
-        // bound keeps no room of its own in this one's state.
+        // The call built in its bound's arguments: a future kept in a local, then moved into
+        // its bound, kept its room in this one's state as well.
         let bounded = tokio::time::timeout_at(
             theirs.map_or(own, |caller| caller.at),
             con.call(packed, skip, 1, kept.map(|(kept, _)| kept)),
