@@ -55,6 +55,15 @@ struct Lane {
 /// A call's connection: the connection, which of the node's it is, and its lane.
 type Lease = (Pipelined, u64, usize);
 
+impl Lane {
+    /// Its connection, leased as the node's lane `lane`, when it has one.
+    fn lease(&self, lane: usize) -> Option<Lease> {
+        lock(&self.con)
+            .as_ref()
+            .map(|(con, made)| (con.clone(), *made, lane))
+    }
+}
+
 /// A caller's bound of a whole call (its connect and redirects too) and the budget it was
 /// made from, which its timeout names. The call's reply is bounded by the session's own bound
 /// too: both under one timer, the earlier (one timer less per purchase: the timers were 9 %
@@ -322,9 +331,8 @@ impl Nodes {
             }
         }
         // Every lane's WAIT holds it (the call waits behind the first's), or one to make.
-        let leased = |con: &(Pipelined, u64)| (con.0.clone(), con.1, lane);
-        if let Some(con) = lock(&entry.lanes[lane].con).as_ref() {
-            return Ok(leased(con));
+        if let Some(lease) = entry.lanes[lane].lease(lane) {
+            return Ok(lease);
         }
         // Boxed: connecting is rare, and its future (the socket's, the handshake's) would
         // otherwise be carried in every call's.
@@ -337,10 +345,9 @@ impl Nodes {
 
     /// The connection of `node`'s `lane`, made now unless another call made it meanwhile.
     async fn connect_lane(&self, node: &Arc<str>, entry: &Node, lane: usize) -> RedisResult<Lease> {
-        let leased = |con: &(Pipelined, u64)| (con.0.clone(), con.1, lane);
         let _connecting = entry.lanes[lane].connecting.lock().await;
-        if let Some(con) = lock(&entry.lanes[lane].con).as_ref() {
-            return Ok(leased(con));
+        if let Some(lease) = entry.lanes[lane].lease(lane) {
+            return Ok(lease);
         }
         let connected = within(self.settings.connect_timeout, self.connect(node)).await;
         match connected {
