@@ -52,6 +52,16 @@ fn a_master_that_never_had_a_replica_is_answered_without_a_wait() {
 }
 
 /// The sale "s" of `units` units, one per buyer, created on `session`.
+/// A session on `master` whose replies are bounded by `response_timeout`.
+async fn session_bounded(master: &Server, response_timeout: Duration) -> aio::ClusterSession {
+    aio::ClusterSession::builder([master.url()])
+        .unwrap()
+        .response_timeout(response_timeout)
+        .connect()
+        .await
+        .unwrap()
+}
+
 async fn sale_on(session: &aio::ClusterSession, units: u64) -> aio::Sale {
     aio::Sale::create(&mut session.clone(), "s", &SaleSpec::new(units, 1))
         .await
@@ -162,12 +172,7 @@ async fn purchases_sent_behind_a_wait_share_the_next_one() {
 #[tokio::test]
 async fn a_purchase_held_on_a_dropped_connection_never_runs() {
     let (master, replica) = master_with_replica();
-    let session = aio::ClusterSession::builder([master.url()])
-        .unwrap()
-        .response_timeout(Duration::from_millis(200))
-        .connect()
-        .await
-        .unwrap();
+    let session = session_bounded(&master, Duration::from_millis(200)).await;
     let sale = Arc::new(
         sale_on(&session, 100)
             .await
@@ -215,12 +220,7 @@ async fn a_purchase_held_on_a_dropped_connection_never_runs() {
 #[tokio::test]
 async fn a_kept_purchase_on_a_frozen_master_ends_by_its_budget_not_the_sessions_bound() {
     let (master, _replica) = master_with_replica();
-    let session = aio::ClusterSession::builder([master.url()])
-        .unwrap()
-        .response_timeout(Duration::from_secs(20))
-        .connect()
-        .await
-        .unwrap();
+    let session = session_bounded(&master, Duration::from_secs(20)).await;
     let deadline = Duration::from_millis(500);
     let sale = sale_on(&session, 100).await.with_retry(RetryPolicy {
         deadline,
