@@ -67,11 +67,12 @@ pub fn run(
                                 b"ID",
                                 id.as_bytes(),
                             ];
-                            pack(&args, &mut out);
+                            seckill_harness::encode_command(&args, &mut out);
                         }
                         let mut count = last - first;
                         if !matches!(how, ByHand::Master) {
-                            pack(&[b"WAIT", b"1", b"1000"], &mut out);
+                            let wait: [&[u8]; 3] = [b"WAIT", b"1", b"1000"];
+                            seckill_harness::encode_command(&wait, &mut out);
                             count += 1;
                         }
                         con.write_all(&out).expect("write");
@@ -89,15 +90,6 @@ pub fn run(
         connection.join().expect("a connection's thread");
     }
     started.elapsed()
-}
-
-fn pack(args: &[&[u8]], out: &mut Vec<u8>) {
-    write!(out, "*{}\r\n", args.len()).expect("to a vector");
-    for arg in args {
-        write!(out, "${}\r\n", arg.len()).expect("to a vector");
-        out.extend_from_slice(arg);
-        out.extend_from_slice(b"\r\n");
-    }
 }
 
 /// What was read and not yet counted.

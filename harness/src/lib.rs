@@ -293,17 +293,18 @@ impl Drop for Server {
     }
 }
 
-/// Runs one command and returns its raw reply (errors included).
 /// One command in the Redis protocol, as clients send it and the AOF stores it.
-pub fn encode_command(argv: &[Vec<u8>], out: &mut Vec<u8>) {
+pub fn encode_command(argv: &[impl AsRef<[u8]>], out: &mut Vec<u8>) {
     out.extend_from_slice(format!("*{}\r\n", argv.len()).as_bytes());
     for arg in argv {
+        let arg = arg.as_ref();
         out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
         out.extend_from_slice(arg);
         out.extend_from_slice(b"\r\n");
     }
 }
 
+/// Runs one command and returns its raw reply (errors included).
 pub fn call(con: &mut redis::Connection, args: &[&[u8]]) -> redis::RedisResult<redis::Value> {
     let mut cmd = redis::cmd(std::str::from_utf8(args[0]).expect("command name"));
     for arg in &args[1..] {
