@@ -7,10 +7,10 @@
 //! purchase (INFO commandstats) and this process's CPU per purchase (getrusage). Sync: one
 //! connection's purchase latency, p50 and p99, per durability. The ceiling: the same purchases
 //! from a client written by hand for this bench (`by_hand`), with and without a `WAIT` per
-//! write. Python asyncio: the default
-//! against `durability="master"` (bench/python_durability.py). Writes
-//! bench/results/durability.md. `--async-only` prints the Rust async table only;
-//! `--profile master|replica` runs one library row again and again (for `perf record -p`).
+//! write. Python asyncio: the default against `durability="master"`
+//! (bench/python_durability.py). Writes bench/results/durability.md. `--async-only` prints the
+//! Rust async tables only; `--profile master|replica` runs one library row again and again
+//! (for `perf record -p`).
 
 use seckill_client::aio::{ClusterSession, FlashSale as _, Sale as AsyncSale};
 use seckill_client::{
