@@ -7,32 +7,63 @@
 //! lock of its own (a tokio mutex per buyer and its shared name were 7 % of a purchase's client
 //! CPU, `make bench`, "Durability"). A waiting call parks its task in the async API and its
 //! thread in the sync one; the map's std lock is never held across an `.await`.
+//!
+//! A buyer is known by its name's hash (SipHash under this process's random keys), hashed once
+//! per call: no copy of the name, no second hash to hand the turn on, no name compared. Two
+//! names of one hash would take turns as one buyer: a wait, never a wrong answer, and for any
+//! two names a chance of one in 2^64.
 
-use std::collections::hash_map::Entry;
+use std::collections::hash_map::{Entry, RandomState};
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::Mutex;
 use tokio::sync::oneshot;
 
-/// The buyers with a call running, each with the calls waiting for their turn.
-type Buyers = HashMap<Box<[u8]>, VecDeque<oneshot::Sender<()>>>;
+/// The buyers with a call running (by their names' hashes), each with the calls waiting for
+/// their turn.
+type Buyers = HashMap<u64, VecDeque<oneshot::Sender<()>>, BuildHasherDefault<Hashed>>;
 
 #[derive(Default)]
 pub(crate) struct BuyerTurns {
     /// A buyer's entry lives while one of its calls runs.
     turns: Mutex<Buyers>,
+    /// How a buyer's name is hashed: random keys per process, so that names chosen to collide
+    /// cannot be made up in advance.
+    names: RandomState,
+}
+
+/// A map key that is a hash already: used as it is.
+#[derive(Default)]
+struct Hashed(u64);
+
+impl Hasher for Hashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Not called: the map's keys are u64s (`write_u64`).
+        for byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*byte);
+        }
+    }
+
+    fn write_u64(&mut self, hash: u64) {
+        self.0 = hash;
+    }
 }
 
 /// The buyer's turn: its calls may run until this is dropped.
 pub(crate) struct Holding<'a> {
     turns: &'a BuyerTurns,
-    user: &'a [u8],
+    buyer: u64,
 }
 
 /// A call waiting for its turn: dropped after the turn was handed to it (its task given up
 /// between the hand-over and its poll), it hands the turn on.
 struct Waiting<'a> {
     turns: &'a BuyerTurns,
-    user: &'a [u8],
+    buyer: u64,
     turn: oneshot::Receiver<()>,
     /// The call has the turn (a `Holding` now).
     taken: bool,
@@ -40,14 +71,13 @@ struct Waiting<'a> {
 
 impl BuyerTurns {
     /// Waits until no other call of `user` runs in this process.
-    pub(crate) async fn take<'a>(&'a self, user: &'a [u8]) -> Holding<'a> {
+    pub(crate) async fn take(&self, user: &[u8]) -> Holding<'_> {
+        let buyer = self.names.hash_one(user);
         let turn = {
-            // One lookup: the name is made for the entry whether or not one is there (the
-            // buyer's other call running is the rare case).
-            match self.lock().entry(user.into()) {
+            match self.lock().entry(buyer) {
                 Entry::Vacant(free) => {
                     free.insert(VecDeque::new());
-                    return Holding { turns: self, user };
+                    return Holding { turns: self, buyer };
                 }
                 Entry::Occupied(mut running) => {
                     let (handed, turn) = oneshot::channel();
@@ -58,7 +88,7 @@ impl BuyerTurns {
         };
         let mut waiting = Waiting {
             turns: self,
-            user,
+            buyer,
             turn,
             taken: false,
         };
@@ -66,24 +96,24 @@ impl BuyerTurns {
         // once nobody waits: either way the turn is this call's.
         let _ = (&mut waiting.turn).await;
         waiting.taken = true;
-        Holding { turns: self, user }
+        Holding { turns: self, buyer }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Buyers> {
         self.turns.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The turn of `user`'s call that ends goes to the first call still waiting, or the entry
+    /// The turn of `buyer`'s call that ends goes to the first call still waiting, or the entry
     /// goes.
-    fn hand_on(&self, user: &[u8]) {
+    fn hand_on(&self, buyer: u64) {
         let mut turns = self.lock();
         // One lookup when nobody waits (the entry goes); put back when a call took the turn.
-        let Some((name, mut waiting)) = turns.remove_entry(user) else {
+        let Some(mut waiting) = turns.remove(&buyer) else {
             return;
         };
         while let Some(next) = waiting.pop_front() {
             if next.send(()).is_ok() {
-                turns.insert(name, waiting);
+                turns.insert(buyer, waiting);
                 return;
             }
             // That call was given up while it waited: the next one.
@@ -98,7 +128,7 @@ impl BuyerTurns {
 
 impl Drop for Holding<'_> {
     fn drop(&mut self) {
-        self.turns.hand_on(self.user);
+        self.turns.hand_on(self.buyer);
     }
 }
 
@@ -111,7 +141,7 @@ impl Drop for Waiting<'_> {
         // one that came before is this call's turn, handed on now.
         self.turn.close();
         if self.turn.try_recv().is_ok() {
-            self.turns.hand_on(self.user);
+            self.turns.hand_on(self.buyer);
         }
     }
 }
