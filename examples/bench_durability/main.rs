@@ -472,7 +472,10 @@ fn main() {
     for (i, (row, m)) in [
         ("master only", &hand_master),
         ("each write ended by one WAIT 1 1000", &hand_wait),
-        ("the same, two writes of half as many in flight per connection", &hand_two),
+        (
+            "the same, two writes of half as many in flight per connection",
+            &hand_two,
+        ),
     ]
     .into_iter()
     .enumerate()
