@@ -82,6 +82,11 @@ impl Deadline {
         }
     }
 
+    /// When it was set.
+    fn set_at(self) -> tokio::time::Instant {
+        self.at - self.budget
+    }
+
     /// `call`, failing with the caller's timeout at the deadline.
     async fn bound<T>(self, call: impl Future<Output = RedisResult<T>>) -> RedisResult<T> {
         match tokio::time::timeout_at(self.at, call).await {
@@ -179,9 +184,13 @@ impl Nodes {
         asking: bool,
         (kept, caller): (Option<(Kept, Duration)>, Option<Deadline>),
     ) -> RedisResult<(Vec<Value>, Written)> {
-        let (con, made, lane) = self.connection(node, caller).await?;
-        let wait_time = kept.as_ref().map_or(Duration::ZERO, |(_, time)| *time);
-        let budget = self.settings.response_timeout + blocking_time(cmd) + wait_time;
+        let ((con, made, lane), connected_at) = self.connection(node, caller).await?;
+        // A kept write waits in the server for its wait alone (the crate's writes never block).
+        let waits_for = match &kept {
+            Some((_, wait_time)) => *wait_time,
+            None => blocking_time(cmd),
+        };
+        let budget = self.settings.response_timeout + waits_for;
         // Room for a purchase's command: one allocation, no growth.
         let mut packed = Vec::with_capacity(128);
         if asking {
@@ -189,7 +198,12 @@ impl Nodes {
         }
         cmd.write_packed_command(&mut packed);
         let skip = usize::from(asking);
-        let own = tokio::time::Instant::now() + budget;
+        // From when the caller's deadline was set, moments ago, unless a connection was made
+        // since: one clock read less per call.
+        let sent_at = connected_at
+            .or(caller.map(Deadline::set_at))
+            .unwrap_or_else(tokio::time::Instant::now);
+        let own = sent_at + budget;
         let theirs = caller.filter(|caller| caller.at < own);
         // The call built in its bound's arguments: a future kept in a local, then moved into
         // its bound, kept its room in this one's state as well.
@@ -246,7 +260,7 @@ impl Nodes {
         offset: usize,
         count: usize,
     ) -> RedisResult<Vec<Value>> {
-        let (con, made, lane) = self.connection(node, None).await?;
+        let ((con, made, lane), _) = self.connection(node, None).await?;
         let budget = self.settings.response_timeout;
         let result = within(budget, async move {
             Ok(con.send_packed_commands(pipeline, offset, count).await?.0)
@@ -310,9 +324,13 @@ impl Nodes {
     }
 
     /// A connection to `node`, the next lane's, made now if it has none (by the `caller`'s
-    /// deadline too); fails at once, sending nothing, while the node is down and not due for
-    /// its probe.
-    async fn connection(&self, node: &Arc<str>, caller: Option<Deadline>) -> RedisResult<Lease> {
+    /// deadline too), with when it was made then; fails at once, sending nothing, while the
+    /// node is down and not due for its probe.
+    async fn connection(
+        &self,
+        node: &Arc<str>,
+        caller: Option<Deadline>,
+    ) -> RedisResult<(Lease, Option<tokio::time::Instant>)> {
         if self.is_down(node) {
             return Err(not_sent(node));
         }
@@ -322,7 +340,7 @@ impl Nodes {
         for step in 0..LANES {
             let at = (first + step) % LANES;
             match lock(&entry.lanes[at].con).as_ref() {
-                Some((con, made)) if !con.holding() => return Ok((con.clone(), *made, at)),
+                Some((con, made)) if !con.holding() => return Ok(((con.clone(), *made, at), None)),
                 Some(_) => {}
                 None => {
                     lane = at;
@@ -332,15 +350,16 @@ impl Nodes {
         }
         // Every lane's WAIT holds it (the call waits behind the first's), or one to make.
         if let Some(lease) = entry.lanes[lane].lease(lane) {
-            return Ok(lease);
+            return Ok((lease, None));
         }
         // Boxed: connecting is rare, and its future (the socket's, the handshake's) would
         // otherwise be carried in every call's.
         let connecting = Box::pin(self.connect_lane(node, &entry, lane));
-        match caller {
+        let lease = match caller {
             Some(caller) => caller.bound(connecting).await,
             None => connecting.await,
-        }
+        }?;
+        Ok((lease, Some(tokio::time::Instant::now())))
     }
 
     /// The connection of `node`'s `lane`, made now unless another call made it meanwhile.
