@@ -90,7 +90,12 @@ impl Keeping<'_> {
             if let Value::ServerError(e) = &answer {
                 self.replicas.forget(key);
                 let e = redis::RedisError::from(e.clone());
-                return Err(if keep.aof { aof_refused(&e) } else { e.into() });
+                // A wait refused by a master turned replica since the write is retried.
+                return Err(if keep.aof && !is_retryable(&e) {
+                    aof_refused(&e)
+                } else {
+                    after_answer(e).into()
+                });
             }
             let kept = self.judge(key, (change, keep), &reply, &answer);
             return Ok((reply, kept));
@@ -393,6 +398,54 @@ mod tests {
             link.sent[0], link.sent[3],
             "sent again under the same attempt id"
         );
+    }
+
+    #[test]
+    fn a_wait_refused_by_a_master_turned_replica_sends_the_purchase_again() {
+        let turned = || -> redis::RedisResult<Value> {
+            let reply = b"-ERR WAIT cannot be used with replica instances.\r\n";
+            match redis::parse_redis_value(reply) {
+                Ok(Value::ServerError(e)) => Err(e.into()),
+                other => panic!("{other:?}"),
+            }
+        };
+        let replicas = Replicas::default();
+        let sent_again = |link: &Scripted| {
+            let tries: Vec<_> = link
+                .sent
+                .iter()
+                .filter(|c| c[0] == b"SECKILL.TRY")
+                .collect();
+            assert_eq!(tries[0], tries[1], "sent again under the same attempt id");
+        };
+        // The master looked at first, its wait refused: the same attempt again, looked again.
+        let mut link = Scripted::new(vec![
+            ("SECKILL.TRY", Ok(Value::Int(8))),
+            ("INFO", info(WITH_REPLICA)),
+            ("WAIT", turned()),
+            ("SECKILL.TRY", Ok(Value::Int(8))),
+            ("INFO", info(WITH_REPLICA)),
+            ("WAIT", Ok(Value::Int(1))),
+        ]);
+        assert_eq!(buy(&mut link, Durability::Replica, &replicas).unwrap(), 8);
+        sent_again(&link);
+        // A purchase sent again has its master looked at anew by the next one.
+        let mut link = Scripted::new(vec![
+            ("SECKILL.TRY", Ok(Value::Int(7))),
+            ("INFO", info(WITH_REPLICA)),
+            ("WAIT", Ok(Value::Int(1))),
+        ]);
+        assert_eq!(buy(&mut link, Durability::Replica, &replicas).unwrap(), 7);
+        // Its replica known, the write goes with its wait (`query_kept`): refused the same way.
+        let mut link = Scripted::new(vec![
+            ("SECKILL.TRY", Ok(Value::Int(6))),
+            ("WAIT", turned()),
+            ("SECKILL.TRY", Ok(Value::Int(6))),
+            ("INFO", info(WITH_REPLICA)),
+            ("WAIT", Ok(Value::Int(1))),
+        ]);
+        assert_eq!(buy(&mut link, Durability::Replica, &replicas).unwrap(), 6);
+        sent_again(&link);
     }
 
     #[test]

@@ -53,6 +53,7 @@ impl RetryPolicy {
 /// no connection to send on (a master killed, before its replica's promotion is learned).
 pub fn is_retryable(e: &redis::RedisError) -> bool {
     e.is_timeout()
+        || turned_replica(e)
         || e.is_io_error()
         || e.is_connection_dropped()
         || e.is_connection_refusal()
@@ -92,9 +93,20 @@ pub fn server_code(e: &redis::RedisError) -> Option<String> {
 /// error reply), one whose connection was refused, or one a cluster connection had no
 /// connection to send on, did not.
 pub fn may_have_run(e: &redis::RedisError) -> bool {
-    e.code().is_none()
-        && !e.is_connection_refusal()
-        && e.kind() != redis::ErrorKind::ClusterConnectionNotFound
+    turned_replica(e)
+        || (e.code().is_none()
+            && !e.is_connection_refusal()
+            && e.kind() != redis::ErrorKind::ClusterConnectionNotFound)
+}
+
+/// A `WAIT` (or `WAITAOF`) refused because its node turned replica after the write it follows
+/// answered (a failover between the two: Redis and Valkey answer `ERR WAIT cannot be used with
+/// replica instances`): the write ran, and whether the new master has it, the same write sent
+/// again under its attempt id tells.
+fn turned_replica(e: &redis::RedisError) -> bool {
+    e.code().is_some()
+        && e.detail()
+            .is_some_and(|detail| detail.contains("cannot be used with replica instances"))
 }
 
 /// The waits between tries: exponential, capped, each a random time in its upper half (so
@@ -242,6 +254,25 @@ mod tests {
         }
         let wrong = redis::make_extension_error("WRONGTYPE".to_string(), None);
         assert!(!is_retryable(&wrong));
+    }
+
+    #[test]
+    fn a_wait_refused_by_a_master_turned_replica_is_retried_and_may_have_run() {
+        let server_error = |reply: &[u8]| match redis::parse_redis_value(reply) {
+            Ok(redis::Value::ServerError(e)) => redis::RedisError::from(e),
+            other => panic!("{other:?}"),
+        };
+        // As the servers word them (Redis 7.0's WAIT, Redis 7.2+'s and Valkey's WAITAOF).
+        for reply in [
+            &b"-ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.\r\n"[..],
+            b"-ERR WAITAOF cannot be used with replica instances. Please also note that writes to replicas are just local and are not propagated.\r\n",
+        ] {
+            let refused = server_error(reply);
+            assert!(is_retryable(&refused), "{refused}");
+            assert!(may_have_run(&refused), "the write before it ran: {refused}");
+        }
+        let other = server_error(b"-ERR syntax error\r\n");
+        assert!(!is_retryable(&other) && !may_have_run(&other));
     }
 
     #[test]
