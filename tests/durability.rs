@@ -369,6 +369,62 @@ fn a_cut_replica_makes_a_purchase_not_replicated_and_the_same_attempt_is_kept_la
     assert_eq!(sale.info(&mut con).unwrap().sold, 3);
 }
 
+/// Handles still pointed at a master that turned replica (the old master back as a replica of
+/// the promoted one) whose replicas take writes (`replica-read-only no`): a purchase runs
+/// there and the `WAIT` after it is refused ("WAIT cannot be used with replica instances"). It
+/// is sent again under its attempt id (the write ran: the outcome is unknown), never told
+/// "bought" for a unit the new master never had: sync, and on an `aio::ClusterSession` (the
+/// write and its `WAIT` in one write). A failover between a write and its `WAIT` meets the
+/// same refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purchase_answered_by_a_master_turned_replica_is_never_told_bought() {
+    let (old, new) = master_with_replica();
+    let retry = RetryPolicy {
+        deadline: Duration::from_secs(1),
+        ..RetryPolicy::default()
+    };
+    let session = aio::ClusterSession::connect([old.url()]).await.unwrap();
+    let asale = sale_on(&session, 10).await.with_retry(retry);
+    let bought = aio::FlashSale::try_buy(&asale, &mut session.clone(), "alice", 1).await;
+    assert_eq!(bought.unwrap(), TryReply::Bought { remaining: 9 });
+    let client = redis::Client::open(old.url()).unwrap();
+    let sale = Sale::new("s").with_retry(retry);
+    let blocking = tokio::task::spawn_blocking(move || {
+        let mut con = Session::server(client, None).unwrap();
+        let first = sale.try_buy(&mut con, "carol", 1);
+        (sale, con, first)
+    });
+    let (sale, mut con, first) = blocking.await.unwrap();
+    assert_eq!(first.unwrap(), TryReply::Bought { remaining: 8 });
+    // The failover: the replica promoted, the old master following it and taking writes.
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut new.con())
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("replica-read-only")
+        .arg("no")
+        .query(&mut old.con())
+        .unwrap();
+    replicate(&old, &new);
+    let unknown = |reply: seckill_client::Result<TryReply>| match reply {
+        Err(e) => assert!(
+            e.is_outcome_unknown() && !matches!(e, Error::NotReplicated { .. }),
+            "{e:?}"
+        ),
+        Ok(reply) => panic!("told {reply:?} by a replica"),
+    };
+    unknown(aio::FlashSale::try_buy(&asale, &mut session.clone(), "bob", 1).await);
+    let blocking = tokio::task::spawn_blocking(move || sale.try_buy(&mut con, "dave", 1));
+    unknown(blocking.await.unwrap());
+    let on_new: Vec<_> = ["alice", "carol", "bob", "dave"]
+        .map(|user| bought_on(&new, user))
+        .into();
+    assert_eq!(on_new, [1, 1, 0, 0]);
+}
+
 /// The incident in small: buyers on a master whose replica is frozen and cut off for 0.4 s,
 /// then the master dies and the replica is promoted. `Durability::Master` buyers are told "bought" for
 /// units the promoted replica never had (the failure this guards against); the default

@@ -98,6 +98,39 @@ def test_a_purchase_is_answered_once_a_replica_has_it_and_a_cut_replica_makes_it
         assert sale.info().sold == 3
 
 
+def test_a_purchase_answered_by_a_master_turned_replica_is_never_told_bought():
+    """Handles still pointed at a master that turned replica (the old master back as a replica
+    of the promoted one) whose replicas take writes (``replica-read-only no``): a purchase runs
+    there, and the WAIT after it is refused ("WAIT cannot be used with replica instances"). It
+    is sent again under its attempt id (the write ran: the outcome is unknown), never told
+    "bought" for a unit the new master never had: sync and asyncio. (A failover between a
+    write and its WAIT meets the same refusal: test_async's cluster failover met it.)"""
+    with one_master_and_replica() as (old, new):
+        retry = RetryPolicy(deadline_s=1.0)
+        sale = Sale.create(client(old.port), "s", SaleSpec(stock=10, partitions=1), retry=retry)
+        assert sale.try_buy("alice") == 9
+
+        async def main() -> None:
+            asale = await seckill.asyncio.Sale.open(redis.asyncio.Redis(port=old.port, protocol=PROTOCOL), "s",
+                                                    retry=retry)
+            assert await asale.try_buy("carol") == 8
+            # The failover: the replica promoted, the old master following it, taking writes.
+            redis.Redis(port=new.port).execute_command("REPLICAOF", "NO", "ONE")
+            redis.Redis(port=old.port).config_set("replica-read-only", "no")
+            redis.Redis(port=old.port).execute_command("REPLICAOF", "127.0.0.1", new.port)
+            wait_until(lambda: link_up(old), "the old master following the new one")
+            with pytest.raises(OutcomeUnknownError) as raised:
+                sale.try_buy("bob")
+            assert not isinstance(raised.value, NotReplicatedError)
+            with pytest.raises(OutcomeUnknownError):
+                await asale.try_buy("dave")
+
+        asyncio.run(main())
+        bought = redis.Redis(port=new.port)
+        assert [bought.execute_command("SECKILL.BOUGHT", "s", user) for user in ("alice", "carol", "bob", "dave")] \
+            == [1, 1, 0, 0]
+
+
 def test_whoever_was_told_bought_owns_the_unit_after_the_failover():
     """The incident in small: buyers on a master whose replica is frozen and cut off for 0.4 s,
     then the master dies and the replica is promoted. A "master" handle's buyers are

@@ -304,7 +304,8 @@ impl Replicas {
     }
 }
 
-/// `(master_replid, whether a replica is connected)` from `INFO replication`'s reply.
+/// `(master_replid, whether a replica is connected or the node is no master)` from `INFO
+/// replication`'s reply.
 fn replication_of(info: &Value) -> (String, bool) {
     let text = match info {
         Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
@@ -333,7 +334,10 @@ fn replication_of(info: &Value) -> (String, bool) {
             _ => {}
         }
     }
-    (replid, master && replicas)
+    // A node that is no master (a writable replica answered the write: a master turned
+    // replica since, `replica-read-only no`) is waited for: its `WAIT` is refused, and the write
+    // is sent again until a master answers it (`retry::turned_replica`), never told kept.
+    (replid, !master || replicas)
 }
 
 #[cfg(test)]
@@ -484,5 +488,13 @@ mod tests {
         // Restarted (or another server since a failover): a new history, none seen in it.
         replicas.learn("k", &info(&WITHOUT.replace("aaa", "bbb")));
         assert!(!replicas.known("k"));
+        // Turned replica (a writable one answered the write): waited for, its WAIT refused.
+        let turned =
+            "# Replication\r\nrole:slave\r\nmaster_host:127.0.0.1\r\nmaster_replid:ccc\r\n";
+        replicas.learn("k", &info(turned));
+        assert!(
+            replicas.known("k"),
+            "a node that is no master is waited for"
+        );
     }
 }

@@ -178,7 +178,11 @@ class Replicas:
         node = self._nodes.setdefault(name, _Node())
         node.checked_at, node.stale = time.monotonic(), False
         replid = fields.get("master_replid", "")
-        node.connected = fields.get("role") == "master" and any(
+        # A node that is no master (a writable replica answered the write: a master turned
+        # replica since, ``replica-read-only no``) is waited for: its WAIT is refused, and the
+        # write is sent again until a master answers it (``retry.turned_replica``), never
+        # told kept.
+        node.connected = fields.get("role") != "master" or any(
             key.startswith("slave") and key[5:].isdigit() for key in fields
         )
         if node.seen_in is not None and node.seen_in != replid:

@@ -48,17 +48,28 @@ class RetryPolicy:
 
 def may_have_run(error: BaseException) -> bool:
     """Whether a call that failed with ``error`` may have run: it was written to a connection
-    that then failed or timed out. A call never sent (``NotSentError``) or refused by the
-    server without running (TRYAGAIN, MOVED, ...: an error reply) did not."""
+    that then failed or timed out, or its write answered and the wait after it was refused by
+    a master turned replica since (``turned_replica``). A call never sent (``NotSentError``) or
+    refused by the server without running (TRYAGAIN, MOVED, ...: an error reply) did not."""
+    if turned_replica(error):
+        return True
     return isinstance(error, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)) and not isinstance(
         error, NotSentError
     )
 
 
+def turned_replica(error: BaseException) -> bool:
+    """A WAIT (or WAITAOF) refused because its node turned replica after the write it follows
+    answered (a failover between the two: Redis and Valkey answer ``ERR WAIT cannot be used
+    with replica instances``): the write ran, and whether the new master has it, the same write
+    sent again under its attempt id tells."""
+    return isinstance(error, redis.exceptions.ResponseError) and "cannot be used with replica instances" in str(error)
+
+
 def is_retryable(error: BaseException) -> bool:
     """Whether the call may have run or not, and sending it again may get an answer: the
     connection failed or timed out, or the cluster is moving a slot or electing a master."""
-    if isinstance(error, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
+    if isinstance(error, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)) or turned_replica(error):
         return True
     retryable_types = tuple(
         getattr(redis.exceptions, name)
