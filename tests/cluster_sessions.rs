@@ -10,7 +10,8 @@ use seckill_client::{
 };
 use seckill_harness::topology::{cluster_con, masters, owner_of, replica_of, urls};
 use seckill_harness::{
-    Server, cluster_node_id, command_calls, start_cluster, start_cluster_with_replicas, wait_until,
+    Server, blocked_clients, cluster_node_id, command_calls, start_cluster,
+    start_cluster_with_replicas, wait_until,
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -88,6 +89,52 @@ fn an_async_call_on_a_stuck_cluster_async_connection_returns_by_its_deadline() {
 /// Issue 27: a master SIGKILLed (not a graceful failover) mid-sale. The buyers' sessions and
 /// the sale handle were made once, before the kill, and go on once the replica is promoted:
 /// every purchase answered, every one a replica acknowledged still owned, nobody over LIMIT.
+/// A call that blocks in the server (`XREAD BLOCK`) holds its connection: the session's other
+/// calls go on the node's other connection meanwhile and are answered while it blocks. (With
+/// the calls going round the connections, every other one was written behind the block and
+/// waited for it.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_go_past_a_call_that_blocks_on_the_other_connection() {
+    let server = Server::start();
+    let session = aio::ClusterSession::connect([server.url()]).await.unwrap();
+    let mut blocking = session.clone();
+    let block = tokio::spawn(async move {
+        redis::cmd("XREAD")
+            .arg("BLOCK")
+            .arg(120_000)
+            .arg("STREAMS")
+            .arg("stream")
+            .arg("$")
+            .query_async::<redis::Value>(&mut blocking)
+            .await
+    });
+    wait_until(Duration::from_secs(30), "the XREAD to block", || {
+        blocked_clients(&mut server.con()) == 1
+    });
+    let calls = async {
+        for n in 0..20 {
+            let mut con = session.clone();
+            let set: redis::RedisResult<()> =
+                redis::cmd("SET").arg(n).arg(n).query_async(&mut con).await;
+            set.unwrap();
+        }
+    };
+    // Far past what 20 calls take; the block lasts 120 s.
+    tokio::time::timeout(Duration::from_secs(60), calls)
+        .await
+        .expect("the calls answered while the XREAD blocks");
+    assert!(!block.is_finished(), "answered while it blocks");
+    let _: String = redis::cmd("XADD")
+        .arg("stream")
+        .arg("*")
+        .arg("f")
+        .arg("v")
+        .query(&mut server.con())
+        .unwrap();
+    let read = block.await.unwrap().unwrap();
+    assert_ne!(read, redis::Value::Nil, "the entry added");
+}
+
 #[test]
 fn a_killed_master_is_followed_without_a_new_client() {
     a_killed_master_is_followed_without_a_new_client_with(Api::Sync);

@@ -7,7 +7,7 @@ use seckill_client::aio;
 use seckill_client::{
     Durability, Error, FlashSale, PartitionedSale, RetryPolicy, Sale, SaleSpec, Session, TryReply,
 };
-use seckill_harness::{Server, command_calls, replicate, wait_until};
+use seckill_harness::{Server, blocked_clients, command_calls, replicate, wait_until};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -108,17 +108,6 @@ async fn concurrent_purchases_on_a_session_share_their_waits() {
     );
     let sold = seckill_harness::field(&mut replica.con(), &["SECKILL.INFO", "s"], "sold");
     assert_eq!(sold, 256, "every purchase answered is on the replica");
-}
-
-fn blocked_clients(server: &Server) -> i64 {
-    let info: String = redis::cmd("INFO")
-        .arg("clients")
-        .query(&mut server.con())
-        .unwrap();
-    info.lines()
-        .find_map(|line| line.strip_prefix("blocked_clients:"))
-        .and_then(|n| n.trim().parse().ok())
-        .expect("INFO clients has blocked_clients")
 }
 
 /// Purchases sent while a `WAIT` holds each of a session's connections (the replica frozen)
@@ -267,7 +256,7 @@ fn session_clients(server: &Server) -> usize {
 /// Until `count` clients of `server` are blocked (a WAIT each).
 async fn wait_held(server: &Server, count: i64) {
     let deadline = Instant::now() + Duration::from_secs(10);
-    while blocked_clients(server) < count {
+    while blocked_clients(&mut server.con()) < count {
         assert!(Instant::now() < deadline, "no {count} WAITs blocked");
         tokio::time::sleep(Duration::from_millis(1)).await;
     }

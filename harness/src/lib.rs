@@ -408,6 +408,15 @@ pub fn info_counter(con: &mut redis::Connection, name: &str) -> i64 {
         .expect("integer counter")
 }
 
+/// Clients blocked in the server now (`INFO clients`: a `WAIT`, a `BLOCK`, a lock's wait).
+pub fn blocked_clients(con: &mut redis::Connection) -> i64 {
+    let info: String = redis::cmd("INFO").arg("clients").query(con).expect("INFO");
+    info.lines()
+        .find_map(|line| line.strip_prefix("blocked_clients:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("INFO clients has blocked_clients")
+}
+
 /// How many times `command` ran on the server, from `INFO commandstats` (0 if never).
 pub fn command_calls(con: &mut redis::Connection, command: &str) -> i64 {
     commandstat(con, command, "calls") as i64

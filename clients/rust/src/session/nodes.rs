@@ -28,17 +28,24 @@ pub(crate) struct Settings {
     pub source: Option<IpAddr>,
 }
 
-/// Connections per node, the calls going round them: a `WAIT` holds its connection in the
-/// server until the replicas answer (or its timeout), so a call goes on a connection that no
-/// `WAIT` holds when there is one, and purchases keep flowing past a group acknowledgement
-/// (`make bench`, "Durability").
+/// Connections per node: a `WAIT` (or a `BLOCK`) holds its connection in the server until it
+/// answers, so a call goes on a connection that none holds when there is one, and purchases
+/// keep flowing past a group acknowledgement (`make bench`, "Durability").
 const LANES: usize = 2;
 
 /// One node's connections, each made by whichever call needs it first.
 #[derive(Default)]
 struct Node {
     lanes: [Lane; LANES],
-    /// The lane of the next call.
+    /// The lane kept writes go to while nothing holds it: they stay on one connection until
+    /// its write's `WAIT` holds it, then go to the next. So a write carries every kept write
+    /// that came meanwhile, and the connections' writes take turns: while one waits for its
+    /// replica, the other's writes gather. (Going round the connections split each burst
+    /// between them, and their `WAIT`s were answered together: see `make bench`,
+    /// "Durability". Other calls go round: one connection carried fewer of them than two.)
+    open: AtomicUsize,
+    /// The lane of the next call that goes round: any but a kept write, and a kept write when
+    /// every lane is held.
     next: AtomicUsize,
     /// Connections made to the node so far.
     made: AtomicU64,
@@ -184,7 +191,8 @@ impl Nodes {
         asking: bool,
         (kept, caller): (Option<(Kept, Duration)>, Option<Deadline>),
     ) -> RedisResult<(Vec<Value>, Written)> {
-        let ((con, made, lane), connected_at) = self.connection(node, caller).await?;
+        let ((con, made, lane), connected_at) =
+            self.connection(node, caller, kept.is_some()).await?;
         // A kept write waits in the server for its wait alone (the crate's writes never block).
         let waits_for = match &kept {
             Some((_, wait_time)) => *wait_time,
@@ -207,9 +215,11 @@ impl Nodes {
         let theirs = caller.filter(|caller| caller.at < own);
         // The call built in its bound's arguments: a future kept in a local, then moved into
         // its bound, kept its room in this one's state as well.
+        // A call that waits in the server on purpose (a `BLOCK`, a `WAIT`) holds its connection.
+        let holds = kept.is_none() && waits_for > Duration::ZERO;
         let bounded = tokio::time::timeout_at(
             theirs.map_or(own, |caller| caller.at),
-            con.call(packed, skip, 1, kept.map(|(kept, _)| kept)),
+            con.call(packed, (skip, 1), kept.map(|(kept, _)| kept), holds),
         );
         let result = match (bounded.await, theirs) {
             (Ok(result), _) => result,
@@ -260,7 +270,7 @@ impl Nodes {
         offset: usize,
         count: usize,
     ) -> RedisResult<Vec<Value>> {
-        let ((con, made, lane), _) = self.connection(node, None).await?;
+        let ((con, made, lane), _) = self.connection(node, None, false).await?;
         let budget = self.settings.response_timeout;
         let result = within(budget, async move {
             Ok(con.send_packed_commands(pipeline, offset, count).await?.0)
@@ -323,32 +333,47 @@ impl Nodes {
         }
     }
 
-    /// A connection to `node`, the next lane's, made now if it has none (by the `caller`'s
-    /// deadline too), with when it was made then; fails at once, sending nothing, while the
-    /// node is down and not due for its probe.
+    /// A connection to `node` for a call (a `kept` write, or not: see `Node::open`), made now if
+    /// its lane has none (by the `caller`'s deadline too), with when it was made then; fails at
+    /// once, sending nothing, while the node is down and not due for its probe.
     async fn connection(
         &self,
         node: &Arc<str>,
         caller: Option<Deadline>,
+        kept: bool,
     ) -> RedisResult<(Lease, Option<tokio::time::Instant>)> {
         if self.is_down(node) {
             return Err(not_sent(node));
         }
         let entry = self.entry(node, true).expect("made when missing");
-        let first = entry.next.fetch_add(1, Ordering::Relaxed);
-        let mut lane = first % LANES;
+        let first = if kept {
+            entry.open.load(Ordering::Relaxed)
+        } else {
+            entry.next.fetch_add(1, Ordering::Relaxed)
+        };
+        let mut to_make = None;
         for step in 0..LANES {
             let at = (first + step) % LANES;
             match lock(&entry.lanes[at].con).as_ref() {
-                Some((con, made)) if !con.holding() => return Ok(((con.clone(), *made, at), None)),
-                Some(_) => {}
+                Some((con, _)) if con.holding() => continue,
+                Some((con, made)) => {
+                    if kept && step > 0 {
+                        entry.open.store(at, Ordering::Relaxed);
+                    }
+                    return Ok(((con.clone(), *made, at), None));
+                }
                 None => {
-                    lane = at;
+                    to_make = Some(at);
                     break;
                 }
             }
         }
-        // Every lane's WAIT holds it (the call waits behind the first's), or one to make.
+        let lane = match to_make {
+            Some(lane) => lane,
+            None if kept => entry.next.fetch_add(1, Ordering::Relaxed) % LANES,
+            None => first % LANES,
+        };
+        // Every lane held (the call waits behind the one it goes to), or one to make.
         if let Some(lease) = entry.lanes[lane].lease(lane) {
             return Ok((lease, None));
         }

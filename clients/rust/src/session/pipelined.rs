@@ -48,7 +48,8 @@ impl Drop for Handles {
 /// What the writer and the reader tell each other, and the connection's users.
 #[derive(Default)]
 struct State {
-    /// `WAIT`s written whose answer has not come: each holds the connection in the server.
+    /// `WAIT`s (and calls that block, `BLOCK`s) written whose answer has not come: each holds
+    /// the connection in the server.
     holding: AtomicUsize,
     /// Told when the last `WAIT` holding the connection has answered, the reader ended, or
     /// the last handle was dropped.
@@ -90,11 +91,13 @@ enum Call {
 }
 
 /// The replies of one call: `skip` of them dropped (a transaction's QUEUED), then `count`
-/// handed over, with the call's number on the connection.
+/// handed over, with the call's number on the connection; a call that `holds` it blocks in the
+/// server (a `BLOCK`, a `WAIT` sent as a command) and holds the connection until it answers.
 struct Awaited {
     skip: usize,
     count: usize,
     to: Reply,
+    holds: bool,
 }
 
 enum Reply {
@@ -223,8 +226,8 @@ impl Pipelined {
         Ok(replies.pop().unwrap_or(Value::Nil))
     }
 
-    /// Whether a `WAIT` holds the connection in the server now: calls sent on it wait for its
-    /// answer.
+    /// Whether a `WAIT` (or a call that blocks) holds the connection in the server now: calls
+    /// sent on it wait for its answer.
     pub(crate) fn holding(&self) -> bool {
         self.handles.state.holding.load(Ordering::Relaxed) > 0
     }
@@ -236,20 +239,21 @@ impl Pipelined {
         skip: usize,
         count: usize,
     ) -> impl Future<Output = RedisResult<(Vec<Value>, u64)>> + Send + 'static {
-        self.call(packed, skip, count, None)
+        self.call(packed, (skip, count), None, false)
     }
 
     /// `packed`'s replies after `skip`, `count` of them (commands whose replies are skipped:
     /// an `ASKING`), kept as `kept` says: a kept write's reply, then the wait's answer (`Nil`
-    /// when its reply changed nothing, and nothing was waited for). Queued for the writer
-    /// now, not at the first poll: the future only waits for the answer (its arguments, kept
-    /// across the wait, made a purchase's 248 bytes).
+    /// when its reply changed nothing, and nothing was waited for); a call that `holds` blocks
+    /// in the server, holding the connection until it answers (see `holding`). Queued for the
+    /// writer now, not at the first poll: the future only waits for the answer (its arguments,
+    /// kept across the wait, made a purchase's 248 bytes).
     pub(crate) fn call(
         &self,
         packed: Vec<u8>,
-        skip: usize,
-        count: usize,
+        (skip, count): (usize, usize),
         kept: Option<Kept>,
+        holds: bool,
     ) -> impl Future<Output = RedisResult<(Vec<Value>, u64)>> + Send + 'static {
         let (done, answer) = oneshot::channel();
         let awaited = Awaited {
@@ -261,6 +265,7 @@ impl Pipelined {
                 kept,
                 covered: false,
             },
+            holds,
         };
         let queued = self.calls.send(Call::Commands { packed, awaited }).is_ok();
         async move {
@@ -368,6 +373,9 @@ async fn writer(
                         }
                     }
                     buffer.extend_from_slice(&packed);
+                    if replies.holds {
+                        state.holding.fetch_add(1, Ordering::Relaxed);
+                    }
                     if awaited.send(replies).is_err() {
                         return; // the reader is gone: so is the connection
                     }
@@ -406,6 +414,7 @@ async fn writer(
                     skip: 0,
                     count: 1,
                     to,
+                    holds: false,
                 })
                 .is_err()
             {
@@ -427,10 +436,11 @@ async fn writer(
     }
 }
 
-/// Returns once no `WAIT` holds the connection in the server. What would be written behind
-/// one waits in the server for its answer (a blocked client's commands are not read), and its
-/// kept writes would need a `WAIT` of their own, a replica's round trip after the first: held
-/// here until the answer, all the calls that came meanwhile go in one write with one `WAIT`.
+/// Returns once no `WAIT` (nor a call that blocks) holds the connection in the server. What
+/// would be written behind one waits in the server for its answer (a blocked client's commands
+/// are not read), and its kept writes would need a `WAIT` of their own, a replica's round trip
+/// after the first: held here until the answer, all the calls that came meanwhile go in one
+/// write with one `WAIT`.
 /// (A `WAIT` answers within its timeout; a server that never answers fails the calls waiting
 /// here by their own deadlines, as it would fail them written.) Returns too once every handle
 /// to the connection is gone.
@@ -492,6 +502,9 @@ async fn reader(
             replies.push(value);
             if replies.len() == call.skip + call.count {
                 let (call, mut replies) = current.take().expect("just matched");
+                if call.holds && state.holding.fetch_sub(1, Ordering::Relaxed) == 1 {
+                    state.released.notify_one();
+                }
                 // (`split_off(0)` would allocate an empty vector in its place.)
                 let replies = if call.skip == 0 {
                     replies
