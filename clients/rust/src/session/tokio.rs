@@ -32,7 +32,7 @@ const READ_EVERY: Duration = Duration::from_millis(250);
 /// node, so that thousands of tasks cost two connections per node. A `WAIT` holds its
 /// connection in the server until the replicas answer or its timeout passes, and the commands
 /// behind it wait (held by the connection's writer until the answer, then written together);
-/// a call goes on a connection no `WAIT` holds when there is one, and the
+/// a call goes on a connection no `WAIT` (nor a `BLOCK`) holds when there is one, and the
 /// kept writes of the handles share their `WAIT`s (`pipelined::reader`). Through a frozen
 /// replica each `WAIT` waits out its timeout: tasks that must not wait behind another's take a
 /// session of their own ([`ClusterSession::detached`]).
