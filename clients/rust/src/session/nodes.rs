@@ -213,10 +213,10 @@ impl Nodes {
             .unwrap_or_else(tokio::time::Instant::now);
         let own = sent_at + budget;
         let theirs = caller.filter(|caller| caller.at < own);
-        // The call built in its bound's arguments: a future kept in a local, then moved into
-        // its bound, kept its room in this one's state as well.
         // A call that waits in the server on purpose (a `BLOCK`, a `WAIT`) holds its connection.
         let holds = kept.is_none() && waits_for > Duration::ZERO;
+        // The call built in its bound's arguments: a future kept in a local, then moved into
+        // its bound, kept its room in this one's state as well.
         let bounded = tokio::time::timeout_at(
             theirs.map_or(own, |caller| caller.at),
             con.call(packed, (skip, 1), kept.map(|(kept, _)| kept), holds),
