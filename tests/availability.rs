@@ -5,14 +5,17 @@
 //! reached a server is `Error::Unavailable`; a lock asks a replica attached after its first
 //! grant. The Python twins are `clients/python/tests/test_availability.py`.
 
+use seckill_client::aio;
 use seckill_client::{
     ClusterSession, Error, FlashSale, Lock, PartitionedSale, RetryPolicy, Sale, SaleSpec, Session,
     TryReply,
 };
 use seckill_harness::buyers::{
-    Buyers, FLAVOURS, Record, UNFAILED, builder, master_port, users_off,
+    Buyers, FLAVOURS, Record, UNFAILED, async_session, builder, master_port, users_off,
 };
-use seckill_harness::{Server, seen_healthy_master, start_cluster_with_replicas, wait_until};
+use seckill_harness::{
+    Server, command_calls, seen_healthy_master, start_cluster_with_replicas, wait_until,
+};
 use std::time::{Duration, Instant};
 
 const PARTITIONS: u32 = 16;
@@ -200,6 +203,127 @@ fn one_master_frozen_mid_sale_the_others_keep_selling_and_the_sale_ends_exact() 
         during, told as u64,
         "every purchase told is owned, and only those"
     );
+}
+
+/// A user of `partition`.
+fn user_of(sale: &PartitionedSale, partition: u32, prefix: &str) -> String {
+    (0..)
+        .map(|n| format!("{prefix}{n}"))
+        .find(|user| sale.partition_of(user.as_bytes()) == partition)
+        .unwrap()
+}
+
+/// A mover died between LEND and ABSORB, lending a unit to a partition whose master then
+/// froze. The buyers of drained partitions on the other masters find the transfer pending
+/// while they borrow: they leave it (it can only end on the frozen master) and are refused at
+/// once as sold out, sync and async. Before, their recovery sent the ABSORB to the frozen
+/// master: the sync buyer waited out its response timeout and tried again, and again, until
+/// the cluster failed the master over (about 20 s). Once thawed, `recover` ends the transfer.
+#[test]
+fn a_transfer_left_pending_to_a_frozen_master_stalls_no_other_buyer() {
+    let nodes = start_cluster_with_replicas(3, 1, &UNFAILED);
+    let urls = urls(&nodes);
+    let mut session = ClusterSession::cluster(|| builder(&urls)).unwrap();
+    let spec = SaleSpec::new(u64::from(PARTITIONS), PARTITIONS);
+    let sale = PartitionedSale::create(&mut session, "avail:pending", &spec)
+        .unwrap()
+        .with_seal_ms(SEAL_MS);
+    let keys = sale.partition_keys().to_vec();
+    let victim_port = master_port(&urls[0], &keys[0]);
+    let healthy: Vec<u32> = (0..PARTITIONS)
+        .filter(|&p| master_port(&urls[0], &keys[p as usize]) != victim_port)
+        .collect();
+    let (source, sync_buyers, async_buyers) = (healthy[0], healthy[1], healthy[2]);
+    // Partition 0 (the victim's) keeps its unit; the source's is lent to it below.
+    for partition in (1..PARTITIONS).filter(|&p| p != source) {
+        let reply = sale.try_buy(&mut session, user_of(&sale, partition, "early"), 1);
+        assert!(matches!(reply, Ok(TryReply::Bought { .. })), "{reply:?}");
+    }
+    let mut source_master = redis::Client::open(format!(
+        "redis://127.0.0.1:{}/",
+        master_port(&urls[0], &keys[source as usize])
+    ))
+    .unwrap()
+    .get_connection()
+    .unwrap();
+    let lent: i64 = redis::cmd("SECKILL.LEND")
+        .arg(&keys[source as usize])
+        .arg("dead-mover-1")
+        .arg(1)
+        .arg("TO")
+        .arg(&keys[0])
+        .query(&mut source_master)
+        .unwrap();
+    assert_eq!(lent, 1);
+    let victim = nodes.iter().find(|n| n.port == victim_port).unwrap();
+    let absorbed_before = command_calls(&mut victim.con(), "seckill.absorb");
+    let entry: Vec<String> = urls
+        .iter()
+        .filter(|u| !u.contains(&format!(":{victim_port}/")))
+        .cloned()
+        .collect();
+
+    victim.signal(libc::SIGSTOP);
+    let (sync_user, async_user) = (
+        user_of(&sale, sync_buyers, "late"),
+        user_of(&sale, async_buyers, "late"),
+    );
+    let (done, answers) = std::sync::mpsc::channel();
+    let sync_buyer = {
+        let (entry, done) = (entry.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut session = ClusterSession::cluster(|| builder(&entry)).unwrap();
+            let sale = PartitionedSale::open(&mut session, "avail:pending")
+                .unwrap()
+                .with_seal_ms(SEAL_MS);
+            let _ = done.send((
+                "sync",
+                format!("{:?}", sale.try_buy(&mut session, sync_user, 1)),
+            ));
+        })
+    };
+    let async_buyer = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(async move {
+            let mut session = async_session(&entry).await;
+            let sale = aio::PartitionedSale::open(&mut session, "avail:pending")
+                .await
+                .unwrap()
+                .with_seal_ms(SEAL_MS);
+            let reply = aio::FlashSale::try_buy(&sale, &mut session, async_user, 1).await;
+            let _ = done.send(("async", format!("{reply:?}")));
+        })
+    });
+    // Generous: on a loaded machine a healthy call takes a second at worst; the wait this test
+    // is about is the frozen master's, which lasts as long as the freeze.
+    let mut replies = std::collections::BTreeMap::new();
+    while replies.len() < 2 {
+        match answers.recv_timeout(Duration::from_secs(60)) {
+            Ok((flavour, reply)) => replies.insert(flavour, reply),
+            Err(_) => break,
+        };
+    }
+    victim.signal(libc::SIGCONT);
+    sync_buyer.join().unwrap();
+    async_buyer.join().unwrap();
+    let sold_out = format!("{:?}", Ok::<_, ()>(TryReply::SoldOut));
+    assert_eq!(
+        replies.into_iter().collect::<Vec<_>>(),
+        [("async", sold_out.clone()), ("sync", sold_out)],
+        "a buyer waited for the frozen master, or bought"
+    );
+    // An ABSORB a buyer had sent would have been read as the master thawed, before this PING.
+    let mut victim_con = victim.con();
+    let _: String = redis::cmd("PING").query(&mut victim_con).unwrap();
+    assert_eq!(
+        command_calls(&mut victim_con, "seckill.absorb"),
+        absorbed_before,
+        "a buyer sent the ABSORB to the frozen master"
+    );
+    assert_eq!(sale.recover(&mut session).unwrap(), 1);
+    // Partition 0's own unit and the one lent to it: nothing lost.
+    let info = sale.info(&mut session).unwrap();
+    assert_eq!((info.sold, info.remaining), (u64::from(PARTITIONS) - 2, 2));
 }
 
 /// A purchase none of whose sends reached a server is `Unavailable`, not `OutcomeUnknown`: the

@@ -302,8 +302,12 @@ class PartitionedOps(SaleOps):
                         return True
                     continue
                 if any(info is not None and info.pending_out > 0 for info in first):
-                    yield from self._recover_op([key for key, info in zip(self.keys, first) if info is not None])
-                    continue
+                    # Only the transfers toward a partition just read: one toward a partition
+                    # that could not be read would wait on its node (it stays pending, and
+                    # its units count as that partition's, below).
+                    read = [key for key, info in zip(self.keys, first) if info is not None]
+                    if (yield from self._recover_op(read, read)) or len(read) == len(self.keys):
+                        continue
                 if any(i != partition and info is not None and info.remaining > 0 for i, info in enumerate(first)):
                     # Units are left only where waiting rooms promised them to admitted users:
                     # nothing to lend now, and not sold out (a lapsed window frees its unit).
@@ -366,7 +370,9 @@ class PartitionedOps(SaleOps):
         lend = ("SECKILL.LEND", source_key, transfer_id, units, "TO", target_key)
         return int((yield from _key.kept_write(lend, keep)))
 
-    def _recover_op(self, keys: Optional[List[str]] = None) -> Operation[int]:
+    def _recover_op(self, keys: Optional[List[str]] = None, targets: Optional[List[str]] = None) -> Operation[int]:
+        """Ends the transfers pending on ``keys`` (every partition's by default) toward
+        ``targets`` (this sale's partitions by default): how many it ended."""
         finished = 0
         for key in self.keys if keys is None else keys:
             pending = (yield Call(("SECKILL.TRANSFERS", key, "WITHASKED"))) or []
@@ -374,7 +380,7 @@ class PartitionedOps(SaleOps):
                 transfer_id, units, target = pending[i], int(pending[i + 1]), as_text(pending[i + 2])
                 asked = int(pending[i + 4])
                 # Only transfers between this sale's own partitions are this client's to end.
-                if target not in self.keys:
+                if target not in (self.keys if targets is None else targets):
                     continue
                 if units > 0:
                     try:

@@ -104,13 +104,16 @@ impl PartitionedSale {
             let read: Vec<&String> = (self.keys.iter().zip(&first))
                 .filter_map(|(key, info)| info.as_ref().map(|_| key))
                 .collect();
+            let unreachable = read.len() < self.keys.len();
             if first.iter().flatten().any(|info| info.pending_out > 0) {
                 // Units in flight: finish those transfers (safe even when their mover is
-                // alive) and look again.
-                self.recover_keys(link, &read).await?;
-                continue;
+                // alive) and look again. Only those toward a partition just read: one toward
+                // a partition that could not be read would wait on its master (it stays
+                // pending, its units counted as that partition's, below).
+                if self.recover_keys(link, &read, &read).await? > 0 || !unreachable {
+                    continue;
+                }
             }
-            let unreachable = read.len() < self.keys.len();
             let promised_elsewhere = first
                 .iter()
                 .enumerate()
@@ -211,7 +214,7 @@ impl PartitionedSale {
 
     pub(crate) async fn recover_on<L: Link>(&self, link: &mut L) -> Result<u64> {
         let keys: Vec<&String> = self.keys.iter().collect();
-        self.recover_keys(link, &keys).await
+        self.recover_keys(link, &keys, &keys).await
     }
 
     /// Every partition's SECKILL.INFO for a borrow, each read within [`SCAN_READ_TIMEOUT`];
@@ -254,7 +257,14 @@ impl PartitionedSale {
         Ok(infos)
     }
 
-    async fn recover_keys<L: Link>(&self, link: &mut L, keys: &[&String]) -> Result<u64> {
+    /// Ends the transfers pending on `keys` toward `targets` (of this sale's partitions):
+    /// how many it ended.
+    async fn recover_keys<L: Link>(
+        &self,
+        link: &mut L,
+        keys: &[&String],
+        targets: &[&String],
+    ) -> Result<u64> {
         let mut finished = 0;
         for &key in keys {
             let pending: Vec<Value> = link
@@ -269,7 +279,7 @@ impl PartitionedSale {
                 let to: String = redis::from_redis_value(to.clone())?;
                 let asked: u64 = redis::from_redis_value(asked.clone())?;
                 // Only transfers between this sale's own partitions are this client's to end.
-                if !self.keys.contains(&to) {
+                if !targets.iter().any(|target| **target == to) {
                     continue;
                 }
                 if units > 0 {
