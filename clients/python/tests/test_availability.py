@@ -11,8 +11,10 @@ import signal
 import socket
 import statistics
 import subprocess
+import sys
 import threading
 import time
+import traceback
 from typing import Any, Callable, Dict, List, Tuple
 
 import pytest
@@ -54,6 +56,17 @@ def _summary(name: str, latencies: List[float]) -> str:
             f"p99 {p99 * 1000:.1f} ms, max {ordered[-1] * 1000:.1f} ms, {within:.1%} within 100 ms")
 
 
+def _awaiting(task: "asyncio.Task[Any]") -> str:
+    """Where ``task`` waits: its coroutines, outermost first."""
+    frames, coroutine = [], task.get_coro()
+    while coroutine is not None:
+        frame = getattr(coroutine, "cr_frame", None) or getattr(coroutine, "gi_frame", None)
+        if frame is not None:
+            frames.append(f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno} {frame.f_code.co_name}")
+        coroutine = getattr(coroutine, "cr_await", None) or getattr(coroutine, "gi_yieldfrom", None)
+    return " > ".join(frames)
+
+
 def _users_off(cluster: redis.RedisCluster, sale: PartitionedSale, port: int, prefix: str, count: int) -> List[str]:
     """``count`` users whose partition is served by a master other than ``port``."""
     users = []
@@ -82,6 +95,8 @@ class _Flavours:
         self.port, self.name, self.spec, self.seal_ms = port, name, spec, seal_ms
         self.latencies: Dict[str, List[float]] = {}
         self.replies: Dict[str, List[object]] = {}
+        #: Where each call that passed BOUND_S waited then (its stack): a failure says why.
+        self.stalls: List[str] = []
         self._mutex = threading.Lock()
         self._processes = multiprocessing.get_context("fork")
         self._go, self._stop = self._processes.Event(), self._processes.Event()
@@ -99,13 +114,25 @@ class _Flavours:
         try:
             kind(cache, users, ready)
         finally:  # a flavour that failed sends what it has (and its traceback is printed)
-            results.put((self.latencies, self.replies))
+            results.put((self.latencies, self.replies, self.stalls))
 
     def _sync(self, cache: bool, users: List[str], ready: Any) -> None:
         flavour = f"sync{' + cache' if cache else ''}"
         client = redis.RedisCluster(host="127.0.0.1", port=self.port, protocol=PROTOCOL)
         sale = PartitionedSale(client, self.name, self.spec, self.seal_ms, local_cache=cache)
         warmed = threading.Barrier(5, action=ready.set)
+        calls: Dict[int, float] = {}  # a buyer thread's call in flight: when it started
+
+        def watch() -> None:
+            stalled = set()
+            while not self._stop.is_set():
+                time.sleep(0.25)
+                for thread, started in list(calls.items()):
+                    frame = sys._current_frames().get(thread)
+                    if time.monotonic() - started > BOUND_S and (thread, started) not in stalled and frame:
+                        stalled.add((thread, started))
+                        self.stalls.append(f"{flavour}: " + " > ".join(
+                            f"{os.path.basename(f.filename)}:{f.lineno} {f.name}" for f in traceback.extract_stack(frame)[-14:]))
 
         def buyer(chunk: List[str]) -> None:
             sale.try_buy(f"warm:{flavour}:{chunk[0]}")  # this thread's connections, made before the fault
@@ -113,19 +140,21 @@ class _Flavours:
             self._go.wait()
             n = 0
             while not self._stop.is_set():
-                started = time.monotonic()
+                started = calls[threading.get_ident()] = time.monotonic()
                 try:
                     reply: object = sale.try_buy(chunk[n % len(chunk)])
                 except Exception as error:  # noqa: BLE001 - recorded, asserted by the test
                     reply = error
+                del calls[threading.get_ident()]
                 self._record(flavour, started, reply)
                 n += 1
 
         threads = [threading.Thread(target=buyer, args=(users[i::4],)) for i in range(4)]
+        threads.append(threading.Thread(target=watch, daemon=True))
         for thread in threads:
             thread.start()
         warmed.wait()
-        for thread in threads:
+        for thread in threads[:-1]:
             thread.join()
         client.close()
 
@@ -141,12 +170,17 @@ class _Flavours:
 
             async def buyer(chunk: List[str]) -> None:
                 n = 0
+                me = asyncio.current_task()
+                assert me is not None
                 while not self._stop.is_set():
                     started = time.monotonic()
+                    watch = asyncio.get_running_loop().call_later(
+                        BOUND_S, lambda: self.stalls.append(f"{flavour}: {_awaiting(me)}"))
                     try:
                         reply: object = await sale.try_buy(chunk[n % len(chunk)])
                     except Exception as error:  # noqa: BLE001 - recorded, asserted by the test
                         reply = error
+                    watch.cancel()
                     self._record(flavour, started, reply)
                     n += 1
 
@@ -189,9 +223,10 @@ class _Flavours:
                     if runner.is_alive():
                         runner.kill()
                 heal()
-        for latencies, replies in records:
+        for latencies, replies, stalls in records:
             self.latencies.update(latencies)
             self.replies.update(replies)
+            self.stalls.extend(stalls)
 
     def check(self, allowed: Tuple[object, ...]) -> None:
         """Every flavour made calls, each answered with one of ``allowed``, 99 % of them within
@@ -202,8 +237,9 @@ class _Flavours:
             odd = [reply for reply in self.replies[flavour] if reply not in allowed]
             assert not odd, f"{flavour}: {odd[:3]}"
             ordered = sorted(latencies)
-            assert ordered[int(len(ordered) * 0.99)] < P99_BOUND_S, _summary(flavour, latencies)
-            assert ordered[-1] < BOUND_S, _summary(flavour, latencies)
+            stalls = "".join(f"\nstalled in {stall}" for stall in self.stalls)
+            assert ordered[int(len(ordered) * 0.99)] < P99_BOUND_S, _summary(flavour, latencies) + stalls
+            assert ordered[-1] < BOUND_S, _summary(flavour, latencies) + stalls
 
 
 @pytest.fixture
