@@ -44,6 +44,14 @@ _CLAIM_SCRIPT = (
 )
 
 
+def _on_master(command: Tuple[Any, ...]) -> Operation[Any]:
+    """``command`` (its key second) on the package's connection to its key's master: a borrow's
+    steps never wait for the application's cluster client to relearn the slots (see
+    ``seckill.asyncio._node._mapped``), and a master known down fails them at once."""
+    (reply,) = yield NodeCall(str(command[1]), (command,))
+    return reply
+
+
 def partition_of(user: User, partitions: int) -> int:
     """The partition a user always buys in: FNV-1a (64-bit) of the user id's bytes (UTF-8 for a
     str), modulo the number of partitions; the Rust crate computes the same."""
@@ -279,7 +287,7 @@ class PartitionedOps(SaleOps):
                     self._count("unreachable_refusals")
                     return False
                 # Another buyer of this partition just borrowed, or sealed it: look first.
-                info = yield from _key.info(self.keys[partition])
+                info = PartitionInfo.from_reply((yield from _on_master(("SECKILL.INFO", self.keys[partition]))))
                 if info.remaining >= qty or info.sealed:
                     return info.remaining >= qty
             for _ in range(64):
@@ -319,7 +327,7 @@ class PartitionedOps(SaleOps):
                     # back elsewhere reaches them after it, as with any seal.
                     self._count("unreachable_refusals")
                     self._unreachable_refusal[partition] = scanned
-                    yield Call(("SECKILL.SEAL", self.keys[partition], self.seal_ms))
+                    yield from _on_master(("SECKILL.SEAL", self.keys[partition], self.seal_ms))
                     return False
                 # Nothing anywhere as these sequential reads show; a second pass that reads every
                 # partition's units the same proves they all were so at one instant between the
@@ -329,7 +337,7 @@ class PartitionedOps(SaleOps):
                     continue
                 if mine is not None and mine.remaining > 0:
                     return False
-                if int((yield Call(("SECKILL.SEAL", self.keys[partition], self.seal_ms)))) == 1:
+                if int((yield from _on_master(("SECKILL.SEAL", self.keys[partition], self.seal_ms)))) == 1:
                     self._count("seals")
                     return False
             return True
@@ -356,8 +364,8 @@ class PartitionedOps(SaleOps):
     def _finish_op(source_key: str, transfer_id: Any, units: int, target_key: str) -> Operation[None]:
         """ABSORB (when units moved) then SETTLE: the steps after LEND, each idempotent."""
         if units > 0:
-            yield Call(("SECKILL.ABSORB", target_key, transfer_id, units, "FROM", source_key))
-        yield Call(("SECKILL.SETTLE", source_key, transfer_id))
+            yield from _on_master(("SECKILL.ABSORB", target_key, transfer_id, units, "FROM", source_key))
+        yield from _on_master(("SECKILL.SETTLE", source_key, transfer_id))
 
     def _kept_lend_op(self, source_key: str, transfer_id: Any, units: int, target_key: str) -> Operation[int]:
         """``SECKILL.LEND`` as a kept write: the units lent, NotReplicatedError when no replica
@@ -375,7 +383,7 @@ class PartitionedOps(SaleOps):
         ``targets`` (this sale's partitions by default): how many it ended."""
         finished = 0
         for key in self.keys if keys is None else keys:
-            pending = (yield Call(("SECKILL.TRANSFERS", key, "WITHASKED"))) or []
+            pending = (yield from _on_master(("SECKILL.TRANSFERS", key, "WITHASKED"))) or []
             for i in range(0, len(pending) - 4, 5):
                 transfer_id, units, target = pending[i], int(pending[i + 1]), as_text(pending[i + 2])
                 asked = int(pending[i + 4])
