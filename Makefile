@@ -61,7 +61,7 @@ shop: build venv
 shop-test: build venv
 	@for tool in chromium chromedriver; do command -v $$tool >/dev/null 2>&1 || { \
 	  echo "$$tool is missing: apt-get install -y chromium chromium-driver"; exit 1; }; done
-	cd examples/shop && $(VENV)/bin/python -m pytest -q -p no:cacheprovider tests
+	cd examples/shop && SECKILL_TEST_PORTS=$(SHOP_TEST_PORTS) $(VENV)/bin/python -m pytest -q -p no:cacheprovider tests
 
 # A local Redis Cluster with the module: 3 masters and 3 replicas on ports 7000-7005
 # (CLUSTER_PORT=...), data in .cluster/ (CLUSTER_DIR=...); `make cluster-stop` ends it.
@@ -122,6 +122,10 @@ rust-suite: build examples
 # Bands apart, and their cluster bus ports (+10000) below the kernel's ephemeral ports (32768).
 PYTHON_TEST_PORTS ?= 10000-15999
 PYTHON_REDIS5_TEST_PORTS ?= 16000-19999
+# The shop's parts (one server each, no cluster bus): above the Python suites' bus ports
+# (their port + 10 000), below the kernel's ephemeral ports, which the Rust suites' servers
+# take at once (CI once answered the shop's first request from another listener).
+SHOP_TEST_PORTS ?= 30000-32000
 python-suite: build venv
 	SECKILL_TEST_PORTS=$(PYTHON_TEST_PORTS) SECKILL_RESP=3 $(VENV)/bin/python -m pytest -q clients/python/tests
 
