@@ -75,6 +75,13 @@ def wait_until(condition, what: str, timeout: float = 30.0):
         time.sleep(0.01)
 
 
+def command_calls(port: int, command: str) -> int:
+    """How many times ``command`` (lower case, as INFO names it) ran on the server at ``port``
+    (INFO commandstats; 0 if never): the Rust harness's ``command_calls``."""
+    stats = redis.Redis(port=port).info("commandstats").get(f"cmdstat_{command}")
+    return int(stats["calls"]) if stats else 0
+
+
 def _answers(port: int) -> bool:
     try:
         return redis.Redis(port=port, socket_timeout=1).ping()

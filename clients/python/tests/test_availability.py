@@ -7,6 +7,7 @@ replica attached after its first grant."""
 import asyncio
 import multiprocessing
 import os
+import queue
 import signal
 import socket
 import statistics
@@ -26,7 +27,8 @@ import seckill._lock
 import seckill.asyncio
 from seckill import SOLD_OUT, LockTimeout, PartitionedSale, RetryPolicy, Sale, SaleSpec, UnavailableError
 
-from conftest import PROTOCOL, Node, _answers, buy_until_kept, cluster_nodes, master_and_replica, wait_until
+from conftest import (PROTOCOL, Node, _answers, buy_until_kept, cluster_nodes, command_calls, master_and_replica,
+                      wait_until)
 
 PARTITIONS = 16
 #: How long the fault lasts while buyers are timed.
@@ -217,6 +219,8 @@ class _Flavours:
             try:
                 # Read before the joins: a process exits once its records are read.
                 records = [results.get(timeout=120) for _ in runners]
+            except queue.Empty:
+                raise AssertionError("a buyer hung past 120 s") from None
             finally:
                 for runner in runners:
                     runner.join(timeout=10)
@@ -342,12 +346,6 @@ def _user_of(sale: PartitionedSale, partition: int, prefix: str) -> str:
     return next(f"{prefix}{n}" for n in range(100_000) if sale.partition_of(f"{prefix}{n}") == partition)
 
 
-def _calls(port: int, command: str) -> int:
-    """``command``'s calls on the server at ``port`` (INFO commandstats)."""
-    stats = redis.Redis(port=port).info("commandstats")
-    return int(stats.get(f"cmdstat_{command}", {}).get("calls", 0))
-
-
 def test_a_transfer_left_pending_to_a_frozen_master_stalls_no_other_buyer(thawed_cluster):
     """A mover died between LEND and ABSORB, lending a unit to a partition whose master then
     froze. The buyers of drained partitions on the other masters find the transfer pending
@@ -367,7 +365,7 @@ def test_a_transfer_left_pending_to_a_frozen_master_stalls_no_other_buyer(thawed
             assert sale.try_buy(_user_of(sale, partition, "early")) >= 0
     assert cluster.execute_command("SECKILL.LEND", sale.keys[source], "dead-mover-1", 1, "TO", sale.keys[0]) == 1
     entry = next(node for node in nodes if node is not victim)
-    absorbed_before = _calls(victim.port, "seckill.absorb")
+    absorbed_before = command_calls(victim.port, "seckill.absorb")
     answers: Dict[str, object] = {}
 
     def sync_buyer() -> None:
@@ -402,7 +400,7 @@ def test_a_transfer_left_pending_to_a_frozen_master_stalls_no_other_buyer(thawed
     assert answers == {"sync": SOLD_OUT, "asyncio": SOLD_OUT}
     # The ABSORB a buyer had sent would have been read as the master thawed, before this PING.
     assert redis.Redis(port=victim.port).ping()
-    assert _calls(victim.port, "seckill.absorb") == absorbed_before, "a buyer sent the ABSORB to the frozen master"
+    assert command_calls(victim.port, "seckill.absorb") == absorbed_before, "a buyer sent the ABSORB to the frozen master"
     assert sale.recover() == 1
     info = sale.info()  # partition 0's own unit and the one lent to it: nothing lost
     assert (info.sold, info.remaining, info.in_flight) == (PARTITIONS - 2, 2, 0)

@@ -17,14 +17,15 @@ import redis.asyncio
 
 import seckill
 import seckill.asyncio
-from conftest import PROTOCOL, Node, _answers, _require_module_built, link_up, one_master_and_replica, wait_until
+from conftest import (PROTOCOL, Node, _answers, _require_module_built, command_calls, link_up, one_master_and_replica,
+                      wait_until)
 from seckill import (ArgumentTypeError, InvalidArgumentError, NotReplicatedError, OutcomeUnknownError, RetryPolicy,
                      Sale, SaleSpec)
 
 
 def waits(port: int) -> int:
     """WAITs the server at ``port`` ran (INFO commandstats)."""
-    return int(redis.Redis(port=port).info("commandstats").get("cmdstat_wait", {}).get("calls", 0))
+    return command_calls(port, "wait")
 
 
 def client(port: int) -> redis.Redis:
@@ -221,8 +222,7 @@ def test_aof_durability_needs_waitaof_and_an_aof_and_waits_for_the_disk(server):
     wait_until(lambda: redis.Redis(port=server).info("persistence")["aof_rewrite_in_progress"] == 0, "the AOF")
     sale = Sale.create(con, "s", SaleSpec(stock=10, partitions=1), durability="aof")
     assert sale.try_buy("alice") == 9
-    stats = redis.Redis(port=server).info("commandstats")
-    assert int(stats["cmdstat_waitaof"]["calls"]) >= 2, "the INIT and the purchase waited for the disk"
+    assert command_calls(server, "waitaof") >= 2, "the INIT and the purchase waited for the disk"
 
 
 def test_recover_absorbs_a_crashed_movers_transfer_only_once_a_replica_has_its_lend():

@@ -14,18 +14,14 @@ import redis.asyncio
 import seckill.asyncio
 from seckill import SOLD_OUT, PartitionedSale, RetryPolicy, Sale, SaleSpec, partition_of
 
-from conftest import PROTOCOL, master_and_replica, promote, wait_until
+from conftest import PROTOCOL, command_calls, master_and_replica, promote, wait_until
 
 TRIES = 100_000
 
 
 def _calls(ports, command: str) -> int:
     """``command``'s calls on the servers at ``ports`` (INFO commandstats)."""
-    total = 0
-    for port in ports:
-        stats = redis.Redis(port=port).info("commandstats").get(f"cmdstat_{command}")
-        total += stats["calls"] if stats else 0
-    return total
+    return sum(command_calls(port, command) for port in ports)
 
 
 def _masters(cluster: redis.RedisCluster):

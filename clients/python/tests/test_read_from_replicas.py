@@ -16,7 +16,7 @@ import redis.asyncio
 import seckill.asyncio
 from seckill import PartitionedSale, Sale, SaleSpec
 
-from conftest import PROTOCOL, one_master_and_replica, wait_until
+from conftest import PROTOCOL, command_calls, one_master_and_replica, wait_until
 
 USERS = [f"u{n}" for n in range(20)]
 SPEC = SaleSpec(stock=5, queue=True)
@@ -24,8 +24,7 @@ SPEC = SaleSpec(stock=5, queue=True)
 
 def positions(port: int) -> int:
     """SECKILL.POSITION calls the server at ``port`` ran."""
-    stats = redis.Redis(port=port).info("commandstats").get("cmdstat_seckill.position")
-    return int(stats["calls"]) if stats else 0
+    return command_calls(port, "seckill.position")
 
 
 def synced(master: int, replica: int) -> bool:

@@ -20,7 +20,7 @@ import redis.retry
 
 import seckill
 import seckill.asyncio
-from conftest import PROTOCOL, master_and_replica, promote, wait_until
+from conftest import PROTOCOL, command_calls, master_and_replica, promote, wait_until
 from seckill import PartitionedSale, RetryPolicy, Sale, SaleSpec
 
 
@@ -214,8 +214,7 @@ def _sleeping(port: int, seconds: float) -> socket.socket:
 
 
 def _try_calls(port: int) -> int:
-    stats = redis.Redis(port=port).info("commandstats")
-    return int(stats.get("cmdstat_seckill.try", {}).get("calls", 0))
+    return command_calls(port, "seckill.try")
 
 
 @pytest.mark.parametrize("acked", [False, True])
