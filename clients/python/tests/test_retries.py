@@ -295,3 +295,51 @@ def test_a_master_without_its_min_replicas_is_retried_and_unavailable_past_the_d
         client.config_set("min-replicas-to-write", 0)
     buyer.join()
     assert answered == [4] and sale.bought("bob") == 1
+
+
+@pytest.mark.parametrize("flavour", ["sync", "asyncio"])
+def test_a_purchase_on_a_frozen_server_ends_though_the_client_sets_no_socket_timeout(server, flavour, monkeypatch):
+    """redis-py 5's clients read without end unless given a ``socket_timeout``; the package's
+    own connections (purchases go on them) bound each read anyway (``DEFAULT_SOCKET_TIMEOUT_S``,
+    redis-py 8's default, shortened here): a purchase on a frozen (SIGSTOP) server ends
+    ``OutcomeUnknownError`` past its deadline, sync and asyncio. Before, it waited as long as the
+    freeze."""
+    monkeypatch.setattr(seckill._node, "DEFAULT_SOCKET_TIMEOUT_S", 0.3)
+    unbounded = {"socket_timeout": None, "socket_connect_timeout": None, "protocol": PROTOCOL}
+    seckill.Sale.create(redis.Redis(port=server, protocol=PROTOCOL), "frozen", SaleSpec(stock=5))
+    pid = redis.Redis(port=server).info("server")["process_id"]
+    policy = RetryPolicy(deadline_s=0.2)
+    ended = []
+
+    def buy_sync() -> None:
+        sale = seckill.Sale.open(redis.Redis(port=server, **unbounded), "frozen", retry=policy)
+        assert sale.try_buy("warm") >= 0  # its connection made before the freeze
+        warmed.set()
+        frozen.wait()
+        try:
+            sale.try_buy("alice")
+        except seckill.OutcomeUnknownError as error:
+            ended.append(error)
+
+    async def buy_async() -> None:
+        sale = await seckill.asyncio.Sale.open(redis.asyncio.Redis(port=server, **unbounded), "frozen", retry=policy)
+        assert await sale.try_buy("warm") >= 0
+        warmed.set()
+        await asyncio.get_running_loop().run_in_executor(None, frozen.wait)
+        try:
+            await sale.try_buy("alice")
+        except seckill.OutcomeUnknownError as error:
+            ended.append(error)
+
+    warmed, frozen = threading.Event(), threading.Event()
+    buyer = threading.Thread(target=buy_sync if flavour == "sync" else lambda: asyncio.run(buy_async()), daemon=True)
+    buyer.start()
+    try:
+        assert warmed.wait(timeout=30), "the warm-up purchase"
+        os.kill(pid, signal.SIGSTOP)
+        frozen.set()
+        buyer.join(timeout=60)
+        assert not buyer.is_alive(), "a purchase waited on the frozen server without end"
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert len(ended) == 1, ended

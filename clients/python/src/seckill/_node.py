@@ -166,12 +166,22 @@ def lost_node(error: Exception) -> redis.exceptions.ConnectionError:
     return redis.exceptions.ConnectionError(f"the cluster client lost track of a node: {error}")
 
 
+#: The socket timeouts of the package's own connections when the application's client sets
+#: none (redis-py 5's default; redis-py 8's is this): a frozen node costs a call this long, then
+#: the call is retried within its ``RetryPolicy`` or fails, never waits without end.
+DEFAULT_SOCKET_TIMEOUT_S = 5.0
+
+
 def own_connection(kind: Any, kwargs: Dict[str, Any]) -> Any:
     """A connection made as the client's are (its socket timeout bounds the handshake and any
-    call without a ``timeout_s`` of its own), but with no retries of its own: redis-py's
-    default retries a refused connect with backoff (seconds), and the package decides itself
-    when to try a node again (``_health``)."""
-    return kind(**{**kwargs, "retry": None, "retry_on_error": [], "retry_on_timeout": False})
+    call without a ``timeout_s`` of its own; ``DEFAULT_SOCKET_TIMEOUT_S`` when it has none), but
+    with no retries of its own: redis-py's default retries a refused connect with backoff
+    (seconds), and the package decides itself when to try a node again (``_health``)."""
+    settings = {**kwargs, "retry": None, "retry_on_error": [], "retry_on_timeout": False}
+    for timeout in ("socket_timeout", "socket_connect_timeout"):
+        if settings.get(timeout) is None:
+            settings[timeout] = DEFAULT_SOCKET_TIMEOUT_S
+    return kind(**settings)
 
 
 def _is_ask(error: BaseException) -> bool:
