@@ -99,9 +99,10 @@ venv-redis5:
 	  $(VENV_REDIS5)/bin/pip install --quiet 'redis>=5,<6' -e 'clients/python[test,metrics]'; \
 	fi
 
-# The suites at once (tools/concurrently.sh): the Rust tests (then, with the client matrix, the
-# recipes), and the Python package's (its servers on ports of their own band,
-# SECKILL_TEST_PORTS; then the faults and monitoring tests); with the client matrix, the
+# The suites at once (tools/concurrently.sh): the Rust tests, and the Python package's (its
+# servers on ports of their own band, SECKILL_TEST_PORTS; then the faults and monitoring tests
+# and, with the client matrix, the recipes: the Rust suite, compiling its tests first, ends
+# last); with the client matrix, the
 # package's tests on redis-py 5 (a band of their own) then the shop's, as a third. They wait on
 # servers far more than they use a core (16.5 min of a two-suite run used 8.7 min of each
 # core; three: 15.2 min, the Rust suite the last). Whatever they install is installed first.
@@ -109,8 +110,8 @@ test: build venv examples
 	@if [ "$(CLIENT_MATRIX)" = 1 ]; then \
 	  $(MAKE) --no-print-directory venv-redis5 recipes-deps && \
 	  tools/concurrently.sh \
-	    "$(MAKE) --no-print-directory rust-suite recipes" \
-	    "$(MAKE) --no-print-directory python-suite faults-test monitoring-test" \
+	    "$(MAKE) --no-print-directory rust-suite" \
+	    "$(MAKE) --no-print-directory python-suite faults-test monitoring-test recipes" \
 	    "$(MAKE) --no-print-directory python-suite-redis5 shop-test"; \
 	else \
 	  tools/concurrently.sh "$(MAKE) --no-print-directory rust-suite" "$(MAKE) --no-print-directory python-suite"; \
