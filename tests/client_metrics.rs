@@ -1,11 +1,11 @@
 //! The Rust client's metrics (feature `metrics`, on the `metrics` facade) against a real
-//! server: every call of a sale handle, sync and async, counts once under its operation and
-//! outcome and is timed once; a resent purchase counts its retries; the names are the shared
+//! server: every call of a sale handle, and each hold and release of a lock, sync and async,
+//! counts once under its operation and outcome and is timed once; a resent purchase counts its retries; the names are the shared
 //! table's (`clients/metrics.txt`), which the Python package records under too.
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use seckill_client::aio::{self, FlashSale as _};
-use seckill_client::{FlashSale, RetryPolicy, Sale, SaleSpec, SoldOutCache, TryReply};
+use seckill_client::{Error, FlashSale, Lock, RetryPolicy, Sale, SaleSpec, SoldOutCache, TryReply};
 use seckill_harness::Server;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -73,6 +73,10 @@ fn expected() -> BTreeMap<(&'static str, &'static str), u64> {
         (("leave", "error"), 1),
         (("place", "error"), 1),
         (("admit", "error"), 1),
+        (("lock_hold", "ok"), 2),
+        (("lock_hold", "not_granted"), 1),
+        (("lock_release", "ok"), 1),
+        (("lock_release", "lost"), 1),
     ])
 }
 
@@ -100,6 +104,21 @@ macro_rules! sale_calls {
         assert!(plain.leave(con, "a")$($await)*.is_err());
         assert!(plain.place(con, "a")$($await)*.is_err());
         assert!(plain.admit(con, 1)$($await)*.is_err());
+    }};
+}
+
+/// The lock calls counted in `expected`, on a lock of each API: granted, refused while held,
+/// released; granted again, its lease deleted under it, released ("lost"), released again
+/// (nothing sent, nothing counted).
+macro_rules! lock_calls {
+    ($lock:expr, $con:expr, $($await:tt)*) => {{
+        let (lock, con) = ($lock, $con);
+        let guard = lock.hold(0)$($await)*.unwrap();
+        assert!(matches!(lock.hold(0)$($await)*, Err(Error::LockTimeout { .. })));
+        assert!(guard.release()$($await)*);
+        let guard = lock.hold(0)$($await)*.unwrap();
+        let _: () = redis::cmd("DEL").arg(lock.name()).query(&mut *con).unwrap();
+        assert!(!guard.release()$($await)*);
     }};
 }
 
@@ -154,6 +173,11 @@ fn every_call_counts_once_under_its_operation_and_outcome() {
         .with_local_cache(&cache);
     let plain = Sale::create(&mut con, "sync-plain", &SaleSpec::new(3, 1)).unwrap();
     sale_calls!(&sale, &plain, &mut con,);
+    let client = redis::Client::open(server.url()).unwrap();
+    lock_calls!(
+        &Lock::new(client.clone(), "sync-lock", 10_000).unwrap(),
+        &mut con,
+    );
     let after = counts(&snapshotter);
     check(&before, &after, "sync");
     assert_eq!(sale.stats().local_refusals, 2);
@@ -174,12 +198,14 @@ fn every_call_counts_once_under_its_operation_and_outcome() {
             .await
             .unwrap();
         sale_calls!(&sale, &plain, &mut con, .await);
+        let mut admin = server.con();
+        let lock = aio::Lock::new(client.clone(), "async-lock", 10_000).unwrap();
+        lock_calls!(&lock, &mut admin, .await);
         check(&before, &counts(&snapshotter), "async");
 
         // A purchase given up by its caller (a timeout around it while the server is paused)
         // did not learn its outcome: "unknown".
         let before = counts(&snapshotter);
-        let mut admin = server.con();
         let _: () = redis::cmd("CLIENT")
             .arg("PAUSE")
             .arg(300)

@@ -1,6 +1,6 @@
 """The client metrics (``seckill.metrics``, on prometheus_client) against a real server: every
-call of a sale handle, sync and asyncio, counts once under its operation and outcome and is
-timed once; a resent purchase counts its retries; the names are the shared table's
+call of a sale handle, and each hold and release of a lock, sync and asyncio, counts once under
+its operation and outcome and is timed once; a resent purchase counts its retries; the names are the shared table's
 (``clients/metrics.txt``), which the Rust crate records under too."""
 
 import asyncio
@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 import seckill.asyncio
 import seckill.metrics
-from seckill import OVER_LIMIT, SOLD_OUT, RetryPolicy, Sale, SaleSpec, SeckillError
+from seckill import OVER_LIMIT, SOLD_OUT, Lock, LockTimeout, RetryPolicy, Sale, SaleSpec, SeckillError
 
 from conftest import PROTOCOL
 
@@ -39,6 +39,8 @@ EXPECTED = Counter({
     ("confirm", "ok"): 1, ("confirm", "error"): 1, ("cancel", "ok"): 1, ("restock", "ok"): 1,
     ("bought", "ok"): 1, ("info", "ok"): 1, ("join", "error"): 1, ("position", "error"): 1,
     ("leave", "error"): 1, ("place", "error"): 1, ("admit", "error"): 1,
+    ("lock_hold", "ok"): 2, ("lock_hold", "not_granted"): 1, ("lock_release", "ok"): 1,
+    ("lock_release", "lost"): 1,
 })
 
 
@@ -87,6 +89,28 @@ def _sync_calls(sale: Sale, plain: Sale) -> None:
             call()
 
 
+def _sync_lock_calls(client: redis.Redis) -> None:
+    lock = Lock(client, "m-lock", ttl_ms=10_000)
+    with lock.hold(wait_ms=0):
+        with pytest.raises(LockTimeout):
+            lock.hold(wait_ms=0)
+    guard = lock.hold(wait_ms=0)
+    client.delete("m-lock")  # the lease gone under its holder
+    assert guard.release() is False
+    assert guard.release() is False  # released already: nothing sent, nothing counted
+
+
+async def _async_lock_calls(client: redis.asyncio.Redis) -> None:
+    lock = seckill.asyncio.Lock(client, "m-lock", ttl_ms=10_000)
+    async with lock.hold(wait_ms=0):
+        with pytest.raises(LockTimeout):
+            await lock.hold(wait_ms=0)
+    guard = await lock.hold(wait_ms=0)
+    await client.delete("m-lock")
+    assert await guard.release() is False
+    assert await guard.release() is False
+
+
 async def _async_calls(sale: seckill.asyncio.Sale, plain: seckill.asyncio.Sale) -> None:
     assert await sale.try_buy("a") >= 0
     assert await sale.try_buy("a") == OVER_LIMIT
@@ -121,6 +145,7 @@ def test_every_sync_call_counts_once_under_its_operation_and_outcome(server, reg
     sale = Sale.create(client, "m", SPEC, local_cache=True)
     plain = Sale.create(client, "m-plain", SaleSpec(stock=3))
     _sync_calls(sale, plain)
+    _sync_lock_calls(client)
     _check(registry)
     assert sale.stats.local_refusals == 2
     text = generate_latest(registry).decode()
@@ -133,6 +158,7 @@ def test_every_async_call_counts_once_under_its_operation_and_outcome(server, re
         sale = await seckill.asyncio.Sale.create(client, "m", SPEC, local_cache=True)
         plain = await seckill.asyncio.Sale.create(client, "m-plain", SaleSpec(stock=3))
         await _async_calls(sale, plain)
+        await _async_lock_calls(client)
         # A purchase given up by its caller (a timeout around it while the server is paused)
         # did not learn its outcome: "unknown".
         await client.execute_command("CLIENT", "PAUSE", 300)

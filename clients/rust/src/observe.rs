@@ -1,5 +1,6 @@
-//! What each call of a sale handle did, for the application's metrics: with the `metrics`
-//! feature, every call of [`crate::FlashSale`] and [`crate::aio::FlashSale`] counts in
+//! What each call of a sale handle or a lock did, for the application's metrics: with the
+//! `metrics` feature, every call of [`crate::FlashSale`] and [`crate::aio::FlashSale`], and
+//! each hold and release of a [`crate::Lock`] and a [`crate::aio::Lock`], counts in
 //! `seckill_client_calls_total{operation, outcome}` and times itself in
 //! `seckill_client_call_duration_seconds{operation, outcome}` (seconds), and every resend of
 //! a purchase or a cancel counts in `seckill_client_retries_total{operation}`, on the
@@ -28,12 +29,12 @@ pub(crate) const RETRIES: &str = "seckill_client_retries_total";
 pub fn describe_metrics() {
     metrics::describe_counter!(
         CALLS,
-        "Calls of seckill sale handles, by operation and outcome."
+        "Calls of seckill sale handles and locks, by operation and outcome."
     );
     metrics::describe_histogram!(
         DURATION,
         metrics::Unit::Seconds,
-        "Time a call of a seckill sale handle took, retries and replica acknowledgement included."
+        "Time a call of a seckill sale handle or lock took, retries and replica acknowledgement included."
     );
     metrics::describe_counter!(
         RETRIES,
@@ -47,6 +48,10 @@ pub(crate) const OK: &str = "ok";
 const UNKNOWN: &str = "unknown";
 /// A purchase the sold-out cache refused with nothing sent.
 pub(crate) const LOCAL_REFUSAL: &str = "local_refusal";
+/// A lock not granted within its wait ([`Error::LockTimeout`]).
+const NOT_GRANTED: &str = "not_granted";
+/// A lock's release that found its lease gone (expired, or taken by another holder since).
+const LOST: &str = "lost";
 
 /// A purchase's answer, as its outcome label.
 pub(crate) fn purchase_outcome(reply: &TryReply) -> &'static str {
@@ -67,6 +72,7 @@ pub(crate) fn error_outcome(error: &Error) -> &'static str {
         Error::NotReplicated { .. } => "not_replicated",
         Error::OutcomeUnknown { .. } => UNKNOWN,
         Error::Unavailable { .. } => "unavailable",
+        Error::LockTimeout { .. } => NOT_GRANTED,
         Error::Redis(error)
             if error.is_io_error() || error.is_timeout() || error.is_connection_dropped() =>
         {
@@ -132,12 +138,23 @@ fn record(operation: &'static str, outcome: &'static str, started: Instant) {
 
 /// The operations and the outcomes of `clients/metrics.txt`, in its order.
 #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
-const OPERATIONS: [&str; 11] = [
-    "try_buy", "confirm", "cancel", "restock", "join", "leave", "position", "place", "admit",
-    "bought", "info",
+const OPERATIONS: [&str; 13] = [
+    "try_buy",
+    "confirm",
+    "cancel",
+    "restock",
+    "join",
+    "leave",
+    "position",
+    "place",
+    "admit",
+    "bought",
+    "info",
+    "lock_hold",
+    "lock_release",
 ];
 #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
-const OUTCOMES: [&str; 12] = [
+const OUTCOMES: [&str; 14] = [
     "bought",
     "sold_out",
     "over_limit",
@@ -145,6 +162,8 @@ const OUTCOMES: [&str; 12] = [
     "ended",
     "not_admitted",
     LOCAL_REFUSAL,
+    NOT_GRANTED,
+    LOST,
     OK,
     UNKNOWN,
     "not_replicated",
@@ -194,6 +213,20 @@ pub(crate) async fn observed<T>(
     let result = call.await;
     observation.finish(result.as_ref().map_or_else(error_outcome, |_| OK));
     result
+}
+
+/// Runs `call`, a lock's release, and records it as `lock_release`: "ok" when this holder
+/// still held the lock, "lost" when its lease was gone, or its error's. A release never fails
+/// its caller: a failure answers `false` (the lease runs out by itself).
+pub(crate) async fn observed_release(call: impl Future<Output = redis::RedisResult<bool>>) -> bool {
+    let observation = Observation::start("lock_release");
+    let released = call.await;
+    observation.finish(match &released {
+        Ok(true) => OK,
+        Ok(false) => LOST,
+        Err(e) => error_outcome(&Error::Redis(e.clone())),
+    });
+    released.unwrap_or(false)
 }
 
 #[cfg(test)]

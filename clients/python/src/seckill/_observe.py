@@ -1,6 +1,6 @@
-"""What each call of a sale handle did, for the application's metrics (``seckill.metrics``,
-which needs ``prometheus_client``; nothing here does). Every public call of ``FlashSale``, sync
-and async, is counted once under its operation and outcome and timed, and each resend of a
+"""What each call of a sale handle or a lock did, for the application's metrics
+(``seckill.metrics``, which needs ``prometheus_client``; nothing here does). Every public call
+of ``FlashSale``, sync and async, and each hold and release of a lock, is counted once under its operation and outcome and timed, and each resend of a
 call's command counts as a retry of its operation. The names are the Rust crate's (feature
 ``metrics``), checked against ``clients/metrics.txt``. With no recorder installed a call costs
 one global read more."""
@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional, Protocol, TypeVar, cast
 import redis
 
 from ._health import NotSentError
-from .errors import NotReplicatedError, OutcomeUnknownError, UnavailableError
+from .errors import LockTimeout, NotReplicatedError, OutcomeUnknownError, UnavailableError
 from .protocol import ENDED, NOT_ADMITTED, NOT_STARTED, OVER_LIMIT, SOLD_OUT
 
 CALLS = "seckill_client_calls_total"
@@ -27,6 +27,10 @@ RETRIES = "seckill_client_retries_total"
 OK = "ok"
 #: A purchase the sold-out cache refused with nothing sent.
 LOCAL_REFUSAL = "local_refusal"
+#: A lock not granted within its wait (``LockTimeout``).
+NOT_GRANTED = "not_granted"
+#: A lock's release that found its lease gone (expired, or taken by another holder since).
+LOST = "lost"
 
 _PURCHASE_REFUSALS = {
     SOLD_OUT: "sold_out",
@@ -46,6 +50,8 @@ def error_outcome(error: BaseException) -> str:
     """An error, as its outcome label: what the caller does about it (tell the buyer
     "confirming", "try again", or look into it). A call cancelled on its way (a task
     cancelled, an interrupt) did not learn its outcome: "unknown"."""
+    if isinstance(error, LockTimeout):
+        return NOT_GRANTED
     if isinstance(error, NotReplicatedError):
         return "not_replicated"
     if isinstance(error, OutcomeUnknownError) or not isinstance(error, Exception):
@@ -161,6 +167,11 @@ def observed(operation: str, outcome_of: Callable[[Any], str] = _ok) -> Callable
         return cast(F, observe)
 
     return decorate
+
+
+def release_outcome(released: Any) -> str:
+    """A lock's release's outcome: ``ok`` when its holder still held the lock, else ``lost``."""
+    return OK if released else LOST
 
 
 def acked_outcome(reply: Any) -> str:

@@ -25,7 +25,7 @@ from typing import Any, List, Optional, Tuple, Type
 
 import redis
 
-from . import _lock
+from . import _lock, _observe
 from ._effects import run
 from ._lock import GuardState, LockBase
 
@@ -42,6 +42,7 @@ class Lock(LockBase):
         """A lock operation of ``seckill._lock``, on the package's own connections."""
         return run(operation, self.client)
 
+    @_observe.observed("lock_hold")
     def hold(self, wait_ms: int = 5_000) -> "LockGuard":
         """The lock, granted within ``wait_ms`` (0: try once), as a guard (a context manager
         that releases it); ``LockTimeout`` when not granted in time."""
@@ -160,9 +161,13 @@ class LockGuard(GuardState):
                 return False
             self.released = True  # the watchdog drops it (a renewal in flight is ignored)
         try:
-            return bool(self._lock.run(_lock.release(self.settings, self.token)))
+            return self._release()
         except redis.exceptions.RedisError:
             return False
+
+    @_observe.observed("lock_release", _observe.release_outcome)
+    def _release(self) -> bool:
+        return bool(self._lock.run(_lock.release(self.settings, self.token)))
 
     def __enter__(self) -> "LockGuard":
         return self

@@ -8,12 +8,14 @@ outcome (``pip install './clients/python[metrics]'``, which brings ``prometheus_
     prometheus_client.start_http_server(9100)
 
 From then on every call of a sale handle in the process (``Sale``, ``PartitionedSale``, sync
-and ``seckill.asyncio``) counts once in ``seckill_client_calls_total{operation, outcome}`` and
+and ``seckill.asyncio``), and each ``hold`` and ``release`` of a ``Lock`` (operations
+``lock_hold`` and ``lock_release``), counts once in ``seckill_client_calls_total{operation, outcome}`` and
 is timed in ``seckill_client_call_duration_seconds{operation, outcome}``; each send of a
 purchase or a cancel made again after a lost answer counts in
 ``seckill_client_retries_total{operation}``. Outcomes: a purchase's ``bought``, ``sold_out``,
 ``over_limit``, ``not_started``, ``ended``, ``not_admitted``, ``local_refusal`` (the sold-out
-cache answered); any call's ``ok``, ``unknown`` (``OutcomeUnknownError``, or a call cancelled
+cache answered); a lock's ``not_granted`` (``LockTimeout``) and ``lost`` (a release that
+found the lease gone); any call's ``ok``, ``unknown`` (``OutcomeUnknownError``, or a call cancelled
 on its way), ``not_replicated``, ``unavailable``, ``error``. The Rust crate records the same
 names (its ``metrics`` feature); docs/monitoring.md has the alert on unknown outcomes.
 """
@@ -46,11 +48,11 @@ class ClientMetrics:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         labels = ("operation", "outcome")
-        self.calls = Counter(_base(_observe.CALLS), "Calls of seckill sale handles, by operation and outcome.",
+        self.calls = Counter(_base(_observe.CALLS), "Calls of seckill sale handles and locks, by operation and outcome.",
                              labels, registry=registry)
         self.duration = Histogram(
             _base(_observe.DURATION),
-            "Time a call of a seckill sale handle took, retries and replica acknowledgement included.",
+            "Time a call of a seckill sale handle or lock took, retries and replica acknowledgement included.",
             labels, registry=registry, buckets=BUCKETS)
         self.retries = Counter(_base(_observe.RETRIES),
                                "Sends of a purchase or a cancel made again after a lost answer.",

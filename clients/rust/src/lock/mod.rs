@@ -30,6 +30,7 @@ pub use lease::{DEFAULT_REPLICA_TIMEOUT_MS, DEFAULT_TTL_MS, LockOptions};
 use crate::error::Result;
 use crate::key::new_attempt_id;
 use crate::link::block_on;
+use crate::observe;
 use lease::LockSettings;
 use node::{BlockingNode, Target};
 use ops::{GuardState, ReplicaCount};
@@ -88,12 +89,15 @@ impl Lock {
         let core = &self.core;
         let token = new_attempt_id();
         let mut link = core.take(BlockingNode::new);
-        let granted = block_on(ops::hold(
-            &mut link,
-            &core.settings,
-            &core.replicas,
-            &token,
-            Duration::from_millis(wait_ms),
+        let granted = block_on(observe::observed(
+            "lock_hold",
+            ops::hold(
+                &mut link,
+                &core.settings,
+                &core.replicas,
+                &token,
+                Duration::from_millis(wait_ms),
+            ),
         ));
         core.give_back(link);
         let (fence, sent) = granted?;
@@ -202,13 +206,13 @@ impl LockGuard {
         drop(stop); // the watchdog's pause answers "stopped"
         let _ = watchdog.join();
         let mut link = self.core.take(BlockingNode::new);
-        let released = block_on(ops::release(
+        let released = block_on(observe::observed_release(ops::release(
             &mut link,
             &self.core.settings,
             &self.state.token,
-        ));
+        )));
         self.core.give_back(link);
-        released.unwrap_or(false)
+        released
     }
 }
 

@@ -7,6 +7,7 @@ use super::node::TokioNode;
 use super::ops::{self, GuardState};
 use crate::error::Result;
 use crate::key::new_attempt_id;
+use crate::observe;
 use std::future::{Future, poll_fn};
 use std::pin::pin;
 use std::sync::Arc;
@@ -28,12 +29,15 @@ impl Lock {
         let core = &self.core;
         let token = new_attempt_id();
         let mut link = core.take(TokioNode::new);
-        let granted = ops::hold(
-            &mut link,
-            &core.settings,
-            &core.replicas,
-            &token,
-            Duration::from_millis(wait_ms),
+        let granted = observe::observed(
+            "lock_hold",
+            ops::hold(
+                &mut link,
+                &core.settings,
+                &core.replicas,
+                &token,
+                Duration::from_millis(wait_ms),
+            ),
         )
         .await;
         core.give_back(link);
@@ -103,9 +107,10 @@ impl LockGuard {
 
 async fn release(core: &Core<TokioNode>, state: &GuardState) -> bool {
     let mut link = core.take(TokioNode::new);
-    let released = ops::release(&mut link, &core.settings, &state.token).await;
+    let released =
+        observe::observed_release(ops::release(&mut link, &core.settings, &state.token)).await;
     core.give_back(link);
-    released.unwrap_or(false)
+    released
 }
 
 impl Drop for LockGuard {

@@ -16,7 +16,7 @@ from typing import Any, Awaitable, Generator, Optional, Type, TypeVar
 
 import redis
 
-from .. import _lock
+from .. import _lock, _observe
 from .._lock import GuardState, LockBase
 from ..errors import LockLost
 from . import run
@@ -37,6 +37,7 @@ class Lock(LockBase):
         see ``seckill.Lock.hold``. The arguments are checked here, before anything is sent."""
         return Holding(self, _lock.check_wait(wait_ms))
 
+    @_observe.observed("lock_hold")
     async def _grant(self, wait_ms: int) -> "LockGuard":
         token = _lock.new_token()
         operation = _lock.hold(self.settings, self.replicas, token, wait_ms)
@@ -106,6 +107,10 @@ class LockGuard(GuardState):
         with contextlib.suppress(asyncio.CancelledError):
             await self._watchdog
         try:
-            return bool(await run(_lock.release(self.settings, self.token), self._lock.client))
+            return await self._release()
         except redis.exceptions.RedisError:
             return False
+
+    @_observe.observed("lock_release", _observe.release_outcome)
+    async def _release(self) -> bool:
+        return bool(await run(_lock.release(self.settings, self.token), self._lock.client))
