@@ -37,7 +37,7 @@ use ops::{GuardState, ReplicaCount};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What a lock and its guards share: the settings, where to connect, the replicas to ask
 /// for, and idle connections of the lock's own (`L`: sync or tokio).
@@ -72,6 +72,21 @@ impl<L> Core<L> {
     }
 }
 
+impl<L: ops::NodeLink> Core<L> {
+    /// The lock granted to `token` within `wait_ms` on `link`: its fence and when the grant
+    /// was sent; counted as `lock_hold` in the client metrics.
+    pub async fn grant(&self, link: &mut L, token: &str, wait_ms: u64) -> Result<(u64, Instant)> {
+        let wait = Duration::from_millis(wait_ms);
+        let hold = ops::hold(link, &self.settings, &self.replicas, token, wait);
+        observe::observed("lock_hold", hold).await
+    }
+
+    /// `token`'s release on `link`: whether it still held the lock; counted as `lock_release`.
+    pub async fn release(&self, link: &mut L, token: &str) -> bool {
+        observe::observed_release(ops::release(link, &self.settings, token)).await
+    }
+}
+
 /// A lock named `name` (see [`LockOptions`]); every argument is checked before anything is
 /// sent ([`crate::Error::InvalidArgument`]). Clone it or share it between threads: each
 /// [`Lock::hold`] is a guard of its own, with its own token.
@@ -89,16 +104,7 @@ impl Lock {
         let core = &self.core;
         let token = new_attempt_id();
         let mut link = core.take(BlockingNode::new);
-        let granted = block_on(observe::observed(
-            "lock_hold",
-            ops::hold(
-                &mut link,
-                &core.settings,
-                &core.replicas,
-                &token,
-                Duration::from_millis(wait_ms),
-            ),
-        ));
+        let granted = block_on(core.grant(&mut link, &token, wait_ms));
         core.give_back(link);
         let (fence, sent) = granted?;
         let state = Arc::new(GuardState::new(core.settings.clone(), token, fence, sent));
@@ -206,11 +212,7 @@ impl LockGuard {
         drop(stop); // the watchdog's pause answers "stopped"
         let _ = watchdog.join();
         let mut link = self.core.take(BlockingNode::new);
-        let released = block_on(observe::observed_release(ops::release(
-            &mut link,
-            &self.core.settings,
-            &self.state.token,
-        )));
+        let released = block_on(self.core.release(&mut link, &self.state.token));
         self.core.give_back(link);
         released
     }

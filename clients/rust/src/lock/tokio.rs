@@ -7,12 +7,10 @@ use super::node::TokioNode;
 use super::ops::{self, GuardState};
 use crate::error::Result;
 use crate::key::new_attempt_id;
-use crate::observe;
 use std::future::{Future, poll_fn};
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::Duration;
 use tokio::task::JoinHandle;
 
 /// `seckill_client::Lock` on tokio. Clone it or share it between tasks.
@@ -29,17 +27,7 @@ impl Lock {
         let core = &self.core;
         let token = new_attempt_id();
         let mut link = core.take(TokioNode::new);
-        let granted = observe::observed(
-            "lock_hold",
-            ops::hold(
-                &mut link,
-                &core.settings,
-                &core.replicas,
-                &token,
-                Duration::from_millis(wait_ms),
-            ),
-        )
-        .await;
+        let granted = core.grant(&mut link, &token, wait_ms).await;
         core.give_back(link);
         let (fence, sent) = granted?;
         let state = Arc::new(GuardState::new(core.settings.clone(), token, fence, sent));
@@ -107,8 +95,7 @@ impl LockGuard {
 
 async fn release(core: &Core<TokioNode>, state: &GuardState) -> bool {
     let mut link = core.take(TokioNode::new);
-    let released =
-        observe::observed_release(ops::release(&mut link, &core.settings, &state.token)).await;
+    let released = core.release(&mut link, &state.token).await;
     core.give_back(link);
     released
 }
