@@ -186,8 +186,8 @@ fn bad_input_never_fails_a_scrape() {
     }
     pipe.exec(&mut con).unwrap();
     frozen.signal(libc::SIGSTOP);
-    // A budget the healthy node's 10 001 sales fit in on a loaded machine (about 250 ms idle;
-    // with 500 ms a loaded run once reported it down): the frozen node costs all of it.
+    // A budget the healthy node's 10 001 sales fit in on a loaded machine (233 ms in `make
+    // bench`, 700 ms beside a build; with 500 ms a loaded run once reported the node down).
     let budget = Duration::from_millis(3_000);
     let exporter = Exporter::start(
         &[shop.url(), frozen.url(), bare.url()],
