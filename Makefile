@@ -35,9 +35,13 @@ deps:
 	  fi; \
 	fi
 
+# The module, the exporter and the examples, in the one feature resolution the test suites' cargo
+# calls use (the workspace with its dev-dependencies, as `cargo test --workspace` builds it), so
+# that none of them builds them again: the root package built alone resolved other features, and
+# a clean-clone `make test` rebuilt the module and the examples under the running suites (1.5 min
+# of one suite, 1 min of another).
 build: deps
-	cargo build --release
-	cargo build --release -p seckill-exporter
+	cargo build --release --workspace --lib --bins --examples
 
 run: build
 	@echo "watch it live: make exporter (in another terminal), then http://127.0.0.1:9799/"
@@ -84,8 +88,7 @@ venv:
 	    -r exporter/tests/browser/requirements.txt -r examples/shop/requirements.txt -e 'clients/python[test,metrics]'; \
 	fi
 
-examples: deps
-	cargo build --release --examples
+examples: build
 
 # The Python package's tests run twice: on the newest redis-py under RESP3, and on redis-py 5
 # (its own venv) under RESP2. CLIENT_MATRIX=0 runs only the first (make test-servers does, so
