@@ -19,13 +19,7 @@ fn main() {
     );
     let module_version = major * 10_000 + minor * 100 + patch;
 
-    let revision = Command::new("git")
-        .args(["rev-parse", "--short=12", "HEAD"])
-        .output()
-        .ok()
-        .filter(|out| out.status.success())
-        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_string())
-        .unwrap_or_else(|| "unknown".to_string());
+    let revision = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
 
     let out_dir = std::env::var("OUT_DIR").expect("OUT_DIR");
     std::fs::write(
@@ -38,7 +32,24 @@ fn main() {
         ),
     )
     .expect("write build_info.rs");
-    println!("cargo:rerun-if-changed=.git/HEAD");
-    println!("cargo:rerun-if-changed=.git/refs/heads");
+    // The revision's files, where git keeps them: in a worktree `.git` is a file, and a path
+    // that does not exist has cargo run this script, and build the module, at every call.
+    for name in ["HEAD", "refs/heads", "packed-refs"] {
+        if let Some(path) = git(&["rev-parse", "--git-path", name])
+            && std::path::Path::new(&path).exists()
+        {
+            println!("cargo:rerun-if-changed={path}");
+        }
+    }
     println!("cargo:rerun-if-changed=build.rs");
+}
+
+/// `git args`' output, trimmed; `None` without git or outside a repository.
+fn git(args: &[&str]) -> Option<String> {
+    Command::new("git")
+        .args(args)
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }

@@ -260,7 +260,11 @@ mod tests {
             TryReply::NotAdmitted,
         ];
         let mut outcomes: Vec<&str> = replies.iter().map(purchase_outcome).collect();
-        outcomes.extend([LOCAL_REFUSAL, OK]);
+        let not_granted = Error::LockTimeout {
+            name: "l".into(),
+            reason: "held".into(),
+        };
+        outcomes.extend([LOCAL_REFUSAL, error_outcome(&not_granted), LOST, OK]);
         let io = || redis::RedisError::from(std::io::Error::other("down"));
         let errors = [
             Error::OutcomeUnknown {
