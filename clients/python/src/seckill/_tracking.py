@@ -321,13 +321,14 @@ class SoldOutCache:
                     self.marks.pop(sale, None)
 
     def _lose(self, node: _Tracked) -> None:
-        """The connection failed or its node is no master: every mark it covered goes."""
-        self._nodes.pop(node.name, None)
+        """The connection failed or its node is no master: every mark it covered goes, before
+        it stops counting as a connection (``connections``): whoever sees it gone sees them gone."""
         try:
             node.connection.disconnect()
         except Exception:  # noqa: BLE001 - it is gone either way
             pass
         self._invalidate(node.keys, count=False)
+        self._nodes.pop(node.name, None)
         handlers, node.handlers = node.handlers, collections.deque()
         for handler in handlers:
             handler(ErrorReply("the tracking connection was lost"))

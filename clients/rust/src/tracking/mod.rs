@@ -376,14 +376,19 @@ impl Shared {
             .collect();
         for (host, port) in candidates {
             let name = format!("{host}:{port}");
-            if let Some(node) = self.state().nodes.get(&name) {
+            // A lost node still listed (its `lose` under way) is connected to anew.
+            if let Some(node) = self.state().nodes.get(&name)
+                && !node.lost.load(Ordering::SeqCst)
+            {
                 return Some(node.clone());
             }
             let Ok(node) = self.connect(&host, port) else {
                 continue;
             };
             let mut state = self.state();
-            if let Some(other) = state.nodes.get(&name) {
+            if let Some(other) = state.nodes.get(&name)
+                && !other.lost.load(Ordering::SeqCst)
+            {
                 return Some(other.clone()); // connected meanwhile by another reading
             }
             state.nodes.insert(name, node.clone());
@@ -477,6 +482,11 @@ impl Shared {
         if node.lost.swap(true, Ordering::SeqCst) {
             return;
         }
+        let _ = lock(&node.writer).shutdown(std::net::Shutdown::Both);
+        // Its marks go before it stops counting (`connections`): whoever sees it gone sees
+        // them gone (a test that waited for the count once found a mark still there).
+        let keys: Vec<String> = lock(&node.keys).iter().cloned().collect();
+        self.invalidate(&keys, false);
         {
             let mut state = self.state();
             if state
@@ -490,9 +500,6 @@ impl Shared {
                 .node_of
                 .retain(|_, (host, port)| format!("{host}:{port}") != node.name);
         }
-        let _ = lock(&node.writer).shutdown(std::net::Shutdown::Both);
-        let keys: Vec<String> = lock(&node.keys).iter().cloned().collect();
-        self.invalidate(&keys, false);
         let handlers: Vec<_> = lock(&node.handlers).drain(..).collect();
         for (_, handler) in handlers {
             handler(
