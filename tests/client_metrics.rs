@@ -1,7 +1,8 @@
 //! The Rust client's metrics (feature `metrics`, on the `metrics` facade) against a real
 //! server: every call of a sale handle, and each hold and release of a lock, sync and async,
-//! counts once under its operation and outcome and is timed once; a resent purchase counts its retries; the names are the shared
-//! table's (`clients/metrics.txt`), which the Python package records under too.
+//! counts once under its operation and outcome and is timed once; a resent purchase counts its
+//! retries; the names are the shared table's (`clients/metrics.txt`), which the Python package
+//! records under too.
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use seckill_client::aio::{self, FlashSale as _};
@@ -108,8 +109,8 @@ macro_rules! sale_calls {
 }
 
 /// The lock calls counted in `expected`, on a lock of each API: granted, refused while held,
-/// released; granted again, its lease deleted under it, released ("lost"), released again
-/// (nothing sent, nothing counted).
+/// released; granted again, its lease deleted under it, released ("lost"). A released guard's
+/// drop sends nothing and counts nothing.
 macro_rules! lock_calls {
     ($lock:expr, $con:expr, $($await:tt)*) => {{
         let (lock, con) = ($lock, $con);

@@ -1,7 +1,7 @@
 """The client metrics (``seckill.metrics``, on prometheus_client) against a real server: every
 call of a sale handle, and each hold and release of a lock, sync and asyncio, counts once under
-its operation and outcome and is timed once; a resent purchase counts its retries; the names are the shared table's
-(``clients/metrics.txt``), which the Rust crate records under too."""
+its operation and outcome and is timed once; a resent purchase counts its retries; the names
+are the shared table's (``clients/metrics.txt``), which the Rust crate records under too."""
 
 import asyncio
 import pathlib

@@ -1,9 +1,9 @@
 """What each call of a sale handle or a lock did, for the application's metrics
 (``seckill.metrics``, which needs ``prometheus_client``; nothing here does). Every public call
-of ``FlashSale``, sync and async, and each hold and release of a lock, is counted once under its operation and outcome and timed, and each resend of a
-call's command counts as a retry of its operation. The names are the Rust crate's (feature
-``metrics``), checked against ``clients/metrics.txt``. With no recorder installed a call costs
-one global read more."""
+of ``FlashSale``, sync and async, and each hold and release of a lock, is counted once under
+its operation and outcome and timed, and each resend of a call's command counts as a retry of
+its operation. The names are the Rust crate's (feature ``metrics``), checked against
+``clients/metrics.txt``. With no recorder installed a call costs one global read more."""
 
 from __future__ import annotations
 

@@ -9,14 +9,15 @@ outcome (``pip install './clients/python[metrics]'``, which brings ``prometheus_
 
 From then on every call of a sale handle in the process (``Sale``, ``PartitionedSale``, sync
 and ``seckill.asyncio``), and each ``hold`` and ``release`` of a ``Lock`` (operations
-``lock_hold`` and ``lock_release``), counts once in ``seckill_client_calls_total{operation, outcome}`` and
-is timed in ``seckill_client_call_duration_seconds{operation, outcome}``; each send of a
-purchase or a cancel made again after a lost answer counts in
-``seckill_client_retries_total{operation}``. Outcomes: a purchase's ``bought``, ``sold_out``,
-``over_limit``, ``not_started``, ``ended``, ``not_admitted``, ``local_refusal`` (the sold-out
-cache answered); a lock's ``not_granted`` (``LockTimeout``) and ``lost`` (a release that
-found the lease gone); any call's ``ok``, ``unknown`` (``OutcomeUnknownError``, or a call cancelled
-on its way), ``not_replicated``, ``unavailable``, ``error``. The Rust crate records the same
+``lock_hold`` and ``lock_release``), counts once in
+``seckill_client_calls_total{operation, outcome}`` and is timed in
+``seckill_client_call_duration_seconds{operation, outcome}``; each send of a purchase or a
+cancel made again after a lost answer counts in ``seckill_client_retries_total{operation}``.
+Outcomes: a purchase's ``bought``, ``sold_out``, ``over_limit``, ``not_started``, ``ended``,
+``not_admitted``, ``local_refusal`` (the sold-out cache answered); a lock's ``not_granted``
+(``LockTimeout``) and ``lost`` (a release that found the lease gone); any call's ``ok``,
+``unknown`` (``OutcomeUnknownError``, or a call cancelled on its way), ``not_replicated``,
+``unavailable``, ``error``. The Rust crate records the same
 names (its ``metrics`` feature); docs/monitoring.md has the alert on unknown outcomes.
 """
 
@@ -48,7 +49,8 @@ class ClientMetrics:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         labels = ("operation", "outcome")
-        self.calls = Counter(_base(_observe.CALLS), "Calls of seckill sale handles and locks, by operation and outcome.",
+        self.calls = Counter(_base(_observe.CALLS),
+                             "Calls of seckill sale handles and locks, by operation and outcome.",
                              labels, registry=registry)
         self.duration = Histogram(
             _base(_observe.DURATION),
