@@ -16,3 +16,18 @@ def headless_chromium(window_size: str = "1280,900") -> Any:
         options.add_argument(flag)
     service = Service(executable_path=shutil.which("chromedriver") or "/usr/bin/chromedriver")
     return webdriver.Chrome(service=service, options=options)
+
+
+def texts(driver: Any, selector: str) -> list[str]:
+    """The shown text of every element `selector` matches, read in one script: a page that
+    redraws (`replaceChildren`) between a look-up and a read would leave a looked-up element
+    stale (`StaleElementReferenceException`, seen in CI)."""
+    found = driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map(e => e.innerText.trim())", selector)
+    return [str(text) for text in found]
+
+
+def text(driver: Any, selector: str) -> str:
+    """The shown text of the first element `selector` matches, or "" when there is none."""
+    found = texts(driver, selector)
+    return found[0] if found else ""

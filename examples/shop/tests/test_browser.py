@@ -17,7 +17,7 @@ import redis
 import seckill
 from selenium.webdriver.common.by import By
 
-from chromium import headless_chromium
+from chromium import headless_chromium, text as shown_text
 from conftest import SCREENSHOTS, running_shop, servers
 from shop import launch
 from seckill.info import fields_of
@@ -38,8 +38,7 @@ def step(driver: Any) -> str:
 
 
 def text(driver: Any, element_id: str) -> str:
-    found = driver.find_elements(By.ID, element_id)
-    return str(found[0].text) if found else ""
+    return shown_text(driver, f"#{element_id}")
 
 
 def shot(driver: Any, name: str) -> None:

@@ -18,7 +18,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tools"))
-from chromium import headless_chromium  # noqa: E402
+from chromium import headless_chromium, text, texts  # noqa: E402
 MODULE = ROOT / "target/release/libseckill.so"
 EXPORTER = ROOT / "target/release/seckill-exporter"
 SCREENSHOTS = ROOT / "target/screenshots"
@@ -90,8 +90,7 @@ def browser():
 
 
 def shown(driver, sale: str, field: str) -> str:
-    cards = driver.find_elements(By.CSS_SELECTOR, f'.sale[data-sale="{sale}"] [data-field="{field}"]')
-    return cards[0].text if cards else ""
+    return text(driver, f'.sale[data-sale="{sale}"] [data-field="{field}"]')
 
 
 def info(con: redis.Redis, key: str) -> dict:
@@ -130,8 +129,7 @@ def test_the_live_page_follows_purchases_without_a_reload(servers, exporter, bro
     assert rate.replace(".", "", 1).isdigit(), f"purchases a second is a number: {rate!r}"
     assert browser.execute_script("return window.loadedOnce === true"), "updated without a reload"
     assert int(browser.find_element(By.TAG_NAME, "body").get_attribute("data-updates")) >= 2
-    locks = browser.find_elements(By.CSS_SELECTOR, 'tr[data-lock="order-lock:a"] td')
-    assert [cell.text for cell in locks[:3]] == ["order-lock:a", "held", "0"]
+    assert texts(browser, 'tr[data-lock="order-lock:a"] td')[:3] == ["order-lock:a", "held", "0"]
     assert len(browser.find_elements(By.CSS_SELECTOR, "#refusals tr")) == 5
 
     processes[1].kill()
