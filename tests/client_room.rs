@@ -272,7 +272,12 @@ fn wait_for_turn_follows_the_event_stream_not_the_server() {
     let server = Server::start();
     let mut con = server.con();
     let spec = SaleSpec::new(10, 1).queue(room(None)).events(None);
-    let sale = std::sync::Arc::new(Sale::replace(&mut con, "room:wait", &spec).unwrap());
+    // Every move shown (by default a page shows one at most every 3 s).
+    let sale = std::sync::Arc::new(
+        Sale::replace(&mut con, "room:wait", &spec)
+            .unwrap()
+            .update_ms(1),
+    );
     for user in ["a", "b", "c", "d", "e"] {
         FlashSale::join(&*sale, &mut con, user).unwrap();
     }
@@ -339,6 +344,69 @@ fn wait_for_turn_follows_the_event_stream_not_the_server() {
         matches!(errors.as_slice(), [Err(Error::InvalidArgument(_))]),
         "{errors:?}"
     );
+    let never = Sale::new("room:wait").update_ms(0);
+    let errors: Vec<_> = never.wait_for_turn(&mut own, "u", 1_000).collect();
+    assert!(
+        matches!(errors.as_slice(), [Err(Error::InvalidArgument(m))] if m.contains("update_ms")),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn a_page_shows_a_move_at_most_every_update_ms_and_its_turn_at_once() {
+    use std::time::{Duration, Instant};
+    let server = Server::start();
+    let mut con = server.con();
+    let spec = SaleSpec::new(10, 1).queue(room(None)).events(None);
+    let make = |key: &str, update_ms: u64| {
+        let sale = Sale::replace(&mut server.con(), key, &spec).unwrap();
+        std::sync::Arc::new(sale.update_ms(update_ms))
+    };
+    // Each place the page shows, and when, from a thread of its own.
+    let watch = |sale: std::sync::Arc<Sale>| {
+        let (shown_tx, shown) = std::sync::mpsc::channel();
+        let mut own = server.con();
+        let thread = std::thread::spawn(move || {
+            for place in sale.wait_for_turn(&mut own, "f", 60_000) {
+                shown_tx
+                    .send((place.unwrap().position, Instant::now()))
+                    .unwrap();
+            }
+        });
+        (shown, thread)
+    };
+    let next = |shown: &std::sync::mpsc::Receiver<(i64, Instant)>| {
+        shown.recv_timeout(Duration::from_secs(20)).unwrap()
+    };
+
+    // Held back a minute: no move shown, and the turn comes at once all the same.
+    let slow = make("room:update-slow", 60_000);
+    for user in ["a", "b", "c", "d", "e"] {
+        FlashSale::join(&*slow, &mut con, user).unwrap();
+    }
+    let (shown, thread) = watch(slow.clone());
+    assert_eq!(next(&shown).0, 6);
+    for _ in 0..6 {
+        assert_eq!(FlashSale::admit(&*slow, &mut con, 1).unwrap(), 1);
+    }
+    assert_eq!(next(&shown).0, 0, "the turn, with no move before it");
+    thread.join().unwrap();
+
+    // 400 ms: a move shows, 400 ms after the last place shown at the earliest.
+    let paced = make("room:update-paced", 400);
+    for user in ["a", "b", "c", "d", "e"] {
+        FlashSale::join(&*paced, &mut con, user).unwrap();
+    }
+    let (shown, thread) = watch(paced.clone());
+    let (first, first_at) = next(&shown);
+    assert_eq!(first, 6);
+    assert_eq!(FlashSale::admit(&*paced, &mut con, 1).unwrap(), 1);
+    let (moved, moved_at) = next(&shown);
+    assert_eq!(moved, 5);
+    assert!(moved_at - first_at >= Duration::from_millis(400));
+    assert_eq!(FlashSale::admit(&*paced, &mut con, 5).unwrap(), 5);
+    assert_eq!(next(&shown).0, 0);
+    thread.join().unwrap();
 }
 
 #[test]
@@ -361,9 +429,11 @@ fn wait_for_turn_async_many_waiters_at_a_rate() {
             .queue(queue)
             .events(None);
         let sale = std::sync::Arc::new(
+            // A move shown every 100 ms at most: admissions come every 200 ms.
             aio::Sale::replace(&mut con, "room:wait-async", &spec)
                 .await
-                .unwrap(),
+                .unwrap()
+                .update_ms(100),
         );
         let before = seckill_harness::command_calls(&mut server.con(), "seckill.position");
         let mut waiters = Vec::new();

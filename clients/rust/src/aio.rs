@@ -502,6 +502,11 @@ impl Sale {
         Sale(self.0.ack_timeout(timeout))
     }
 
+    /// See [`crate::Sale::update_ms`].
+    pub fn update_ms(self, update_ms: u64) -> Sale {
+        Sale(self.0.update_ms(update_ms))
+    }
+
     pub fn key(&self) -> &str {
         self.0.key()
     }
@@ -608,6 +613,11 @@ impl PartitionedSale {
     /// See [`crate::PartitionedSale::ack_timeout`].
     pub fn ack_timeout(self, timeout: std::time::Duration) -> PartitionedSale {
         PartitionedSale(self.0.ack_timeout(timeout))
+    }
+
+    /// See [`crate::Sale::update_ms`].
+    pub fn update_ms(self, update_ms: u64) -> PartitionedSale {
+        PartitionedSale(self.0.update_ms(update_ms))
     }
 
     pub fn name(&self) -> &str {

@@ -146,6 +146,15 @@ impl Sale {
         self
     }
 
+    /// How often [`Sale::wait_for_turn`] yields a mere move of a waiter's number, at most (ms;
+    /// default [`crate::DEFAULT_UPDATE_MS`], 3 000, as Python's `update_ms`): everyone moves up
+    /// at each admission, and a page need not redraw for each. Its turn, a sell-out, its first
+    /// place and the draw at START come at once. 0 is refused when a wait starts.
+    pub fn update_ms(mut self, update_ms: u64) -> Sale {
+        self.rooms.update = Duration::from_millis(update_ms);
+        self
+    }
+
     /// What this handle's writes wait for.
     fn keeping(&self) -> Keeping<'_> {
         self.keeper.keeping(self.retry.deadline, true)
@@ -178,7 +187,8 @@ impl Sale {
     }
 
     /// Joins `user` to the sale's waiting room and yields its [`crate::Place`] each time its
-    /// number changes, ending with 0 (its turn: buy within the window) or -1 (sold out). Before
+    /// number changes (a mere move at most every [`Sale::update_ms`], 3 s by default), ending
+    /// with 0 (its turn: buy within the window, yielded at once) or -1 (sold out). Before
     /// START the number is how many wait (`drawn` false). Built on the sale's event stream (a
     /// sale made with events; [`Error::InvalidArgument`] otherwise), read for every waiter of
     /// this handle by one of them at a time (a non-blocking `XREAD` every 50 ms): a waiter

@@ -180,6 +180,12 @@ impl PartitionedSale {
         self
     }
 
+    /// See [`crate::Sale::update_ms`].
+    pub fn update_ms(mut self, update_ms: u64) -> PartitionedSale {
+        self.rooms.update = Duration::from_millis(update_ms);
+        self
+    }
+
     /// What this handle's writes wait for.
     pub(crate) fn keeping(&self) -> Keeping<'_> {
         self.keeper.keeping(self.retry.deadline, true)

@@ -11,9 +11,12 @@
 //! the stream's last ID) when the entries cannot say: the cohort's draw at START, a possible
 //! sell-out, a waiter dropped or not in the room, `resync_ms` without an entry, and before
 //! START every `resync_ms`. With PRESENCE the
-//! waiters join again at a third of it. A page dropped before its turn leaves the room.
+//! waiters join again at a third of it. A page dropped before its turn leaves the room. A page
+//! shows a mere move of its number at most every `update_ms` ([`notice`]); the room wakes its
+//! pages for moves at most that often, and at once for a turn or the server's answer.
 
 mod follower;
+mod notice;
 mod wake;
 
 use crate::error::{Error, Result};
@@ -21,6 +24,8 @@ use crate::info::{Place, SaleEvent, parse_fields};
 use crate::key;
 use crate::link::Link;
 use follower::Follower;
+pub use notice::DEFAULT_UPDATE_MS;
+use notice::{Show, Shown};
 use redis::{Value, cmd};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,8 +47,20 @@ const WAKE_EVERY: Duration = Duration::from_secs(1);
 const ASK_BATCH: usize = 500;
 
 /// The rooms a sale handle's pages share, one per sale key.
-#[derive(Default)]
-pub(crate) struct Rooms(Mutex<HashMap<String, Arc<Shared>>>);
+pub(crate) struct Rooms {
+    open: Mutex<HashMap<String, Arc<Shared>>>,
+    /// How often a page shows a mere move of its number, at most (`update_ms`).
+    pub(crate) update: Duration,
+}
+
+impl Default for Rooms {
+    fn default() -> Self {
+        Rooms {
+            open: Mutex::default(),
+            update: Duration::from_millis(DEFAULT_UPDATE_MS),
+        }
+    }
+}
 
 /// One room's reader, shared by its pages.
 pub(crate) struct Shared {
@@ -65,6 +82,9 @@ struct State {
     last_entry: Instant,
     last_rejoin: Instant,
     resync: Duration,
+    /// The shortest `update_ms` of its pages: moves wake them at most this often.
+    update: Duration,
+    last_notice: Instant,
     /// The last read failed: the server is asked where everyone stands once it answers.
     failed: bool,
 }
@@ -111,10 +131,16 @@ impl<'a> Room<'a> {
                 "resync_ms must be at least 1".into(),
             ));
         }
+        let update = self.rooms().update;
+        if update.is_zero() {
+            return Err(Error::InvalidArgument(
+                "update_ms must be at least 1".into(),
+            ));
+        }
         let sale_key = self.key(user);
         let found = self
             .rooms()
-            .0
+            .open
             .lock()
             .expect("rooms lock")
             .get(sale_key)
@@ -122,14 +148,15 @@ impl<'a> Room<'a> {
         let shared = match found {
             Some(shared) => shared,
             None => {
-                let opened = Arc::new(open(link, sale_key, resync).await?);
-                let mut rooms = self.rooms().0.lock().expect("rooms lock");
+                let opened = Arc::new(open(link, sale_key, resync, update).await?);
+                let mut rooms = self.rooms().open.lock().expect("rooms lock");
                 rooms.entry(sale_key.to_string()).or_insert(opened).clone()
             }
         };
         let page = shared.pages.fetch_add(1, Ordering::Relaxed);
         let mut state = shared.state();
         state.resync = state.resync.min(resync);
+        state.update = state.update.min(update);
         state.follower.add(user, Instant::now());
         drop(state);
         Ok((shared, page))
@@ -152,7 +179,7 @@ impl<'a> Room<'a> {
             shared.wake.wake_all();
         }
         if empty {
-            let mut rooms = self.rooms().0.lock().expect("rooms lock");
+            let mut rooms = self.rooms().open.lock().expect("rooms lock");
             if rooms
                 .get(&shared.key)
                 .is_some_and(|s| Arc::ptr_eq(s, shared))
@@ -178,27 +205,31 @@ impl<'a> Room<'a> {
         }
     }
 
-    /// The next place of `user`, different from `shown` (the first: JOIN's).
+    /// The next place of `user` to show after `shown` (the first: JOIN's), as [`notice::show`]
+    /// tells.
     async fn next_place<L: Link>(
         self,
         link: &mut L,
         shared: &Shared,
         page: u64,
         user: &[u8],
-        shown: Option<i64>,
+        shown: Option<Shown>,
     ) -> Result<Place> {
         if shown.is_none() {
             join(link, shared, user).await?;
         }
+        let update = self.rooms().update;
         loop {
             let now = Instant::now();
             let (seen, read, nap) = {
                 let mut state = shared.state();
                 let place = state.follower.current(user, now);
                 let place = place.ok_or_else(|| Error::InvalidArgument("not waiting".into()))?;
-                if shown != Some(place.position) {
-                    return Ok(place);
-                }
+                let held = match notice::show(shown.as_ref(), &place, update, now) {
+                    Show::Now => return Ok(place),
+                    Show::At(due) => Some(due),
+                    Show::Nothing => None,
+                };
                 let seen = shared.wake.generation();
                 let stale = now >= state.next_read + WAKE_EVERY;
                 let read = !state.reading
@@ -213,6 +244,7 @@ impl<'a> Room<'a> {
                 } else {
                     WAKE_EVERY
                 };
+                let nap = held.map_or(nap, |due| nap.min(due.saturating_duration_since(now)));
                 (seen, read, nap)
             };
             if read {
@@ -240,14 +272,24 @@ impl<'a> Room<'a> {
                 Ok(_) => READ_EVERY,
                 Err(_) => WAKE_EVERY / 4,
             };
+        // Moves wake the pages at most every `update` (a page holding one back wakes at its
+        // own time); the server's answer and a failed read at once.
+        let wake = match outcome {
+            Ok(Moved::Nothing) => false,
+            Ok(Moved::Places) => now >= state.last_notice + state.update,
+            Ok(Moved::Asked) | Err(_) => true,
+        };
+        if wake {
+            state.last_notice = now;
+        }
         drop(state);
-        if !matches!(outcome, Ok(false)) {
+        if wake {
             shared.wake.wake_all();
         }
     }
 
-    /// Whether anything moved.
-    async fn read_and_ask<L: Link>(self, link: &mut L, shared: &Shared) -> Result<bool> {
+    /// What the read found.
+    async fn read_and_ask<L: Link>(self, link: &mut L, shared: &Shared) -> Result<Moved> {
         let (last_id, failed) = {
             let state = shared.state();
             (state.follower.last_id.clone(), state.failed)
@@ -317,8 +359,23 @@ impl<'a> Room<'a> {
                 link.query_pipe::<()>(&pipe).await?;
             }
         }
-        Ok(!events.is_empty() || must_ask)
+        Ok(if must_ask {
+            Moved::Asked
+        } else if events.is_empty() {
+            Moved::Nothing
+        } else {
+            Moved::Places
+        })
     }
+}
+
+/// What a read of a room found.
+enum Moved {
+    Nothing,
+    /// Entries: places moved.
+    Places,
+    /// The server was asked where everyone stands.
+    Asked,
 }
 
 /// The reading role of a page whose read did not finish: given back when dropped.
@@ -334,7 +391,12 @@ impl Drop for Reading<'_> {
 
 /// The room's stream, PRESENCE and whether its places are drawn, and the stream's last entry:
 /// a reader starts there.
-async fn open<L: Link>(link: &mut L, sale_key: &str, resync: Duration) -> Result<Shared> {
+async fn open<L: Link>(
+    link: &mut L,
+    sale_key: &str,
+    resync: Duration,
+    update: Duration,
+) -> Result<Shared> {
     let reply: Value = link.query(cmd("SECKILL.INFO").arg(sale_key)).await?;
     let mut fields = parse_fields(reply)?;
     let Some(Value::BulkString(stream)) = fields.remove("events") else {
@@ -372,6 +434,8 @@ async fn open<L: Link>(link: &mut L, sale_key: &str, resync: Duration) -> Result
             last_entry: now,
             last_rejoin: now,
             resync,
+            update,
+            last_notice: now,
             failed: false,
         }),
         wake: Wake::default(),
@@ -467,7 +531,7 @@ pub struct Turns<'a, C: redis::ConnectionLike> {
     user: Vec<u8>,
     resync: Duration,
     entered: Option<(Arc<Shared>, u64)>,
-    shown: Option<i64>,
+    shown: Option<Shown>,
     finished: bool,
 }
 
@@ -503,8 +567,11 @@ impl<C: redis::ConnectionLike> Iterator for Turns<'_, C> {
             room.next_place(link, shared, *page, user, shown).await
         });
         self.finished = next.as_ref().is_ok_and(|p| p.position <= 0) || next.is_err();
-        if let Ok(place) = &next {
-            self.shown = Some(place.position);
+        if let Ok(place) = next {
+            self.shown = Some(Shown {
+                place,
+                at: Instant::now(),
+            });
         }
         Some(next)
     }
@@ -513,7 +580,7 @@ impl<C: redis::ConnectionLike> Iterator for Turns<'_, C> {
 impl<C: redis::ConnectionLike> Drop for Turns<'_, C> {
     fn drop(&mut self) {
         if let Some(entered) = self.entered.take() {
-            let done = self.shown.is_some_and(|p| p <= 0);
+            let done = self.shown.is_some_and(|s| s.place.position <= 0);
             let link = &mut crate::link::Blocking(&mut *self.con);
             crate::link::block_on(self.room.exit(link, &entered, &self.user, done));
         }
@@ -539,15 +606,19 @@ pub(crate) fn stream<'a, C: redis::aio::ConnectionLike + Send + 'static>(
         bound,
     };
     futures_util::stream::unfold(
-        (page, None::<i64>, false),
-        move |(mut page, shown, finished)| async move {
+        (page, None::<Shown>, false),
+        move |(mut page, shown_before, finished)| async move {
             if finished {
                 return None;
             }
-            let next = page.next(resync, shown).await;
+            let next = page.next(resync, shown_before).await;
             let finished = next.as_ref().is_ok_and(|p| p.position <= 0) || next.is_err();
             page.done = next.as_ref().is_ok_and(|p| p.position <= 0);
-            let shown = next.as_ref().ok().map(|p| p.position).or(shown);
+            let shown = next.as_ref().ok().map(|&place| Shown {
+                place,
+                at: Instant::now(),
+            });
+            let shown = shown.or(shown_before);
             Some((next, (page, shown, finished)))
         },
     )
@@ -564,7 +635,7 @@ struct Page<'a, C: redis::aio::ConnectionLike + Send + 'static> {
 }
 
 impl<C: redis::aio::ConnectionLike + Send + 'static> Page<'_, C> {
-    async fn next(&mut self, resync: Duration, shown: Option<i64>) -> Result<Place> {
+    async fn next(&mut self, resync: Duration, shown: Option<Shown>) -> Result<Place> {
         let con = self.con.as_mut().expect("a page's connection");
         let link = &mut crate::link::Tokio::within(con, self.bound);
         if self.entered.is_none() {
