@@ -28,7 +28,7 @@ from seckill import SOLD_OUT, RetryPolicy
 from seckill.info import fields_of
 
 from . import checkout as steps
-from . import pages, timing
+from . import metrics, pages, timing
 from .checkout import REDIS_TROUBLE, Checkout, Step, shown_as
 from .orders import PAID, PENDING, OrderBook
 from .payments import Payments
@@ -92,6 +92,7 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        metrics.enable()
         shop = shops["shop"] = await open_shop(settings)
         settler = asyncio.create_task(settle_forever(shop))
         yield
@@ -111,6 +112,12 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
         began, parts = time.perf_counter(), timing.begin()
         response = await call_next(request)
         response.headers["Server-Timing"] = timing.header(parts, time.perf_counter() - began)
+        step = response.headers.get("X-Shop-Step")
+        route = request.scope.get("route")
+        if step is not None and route is not None:
+            # What the buyer was shown (an error page included), by the route's path: a
+            # bounded set of labels whatever the URLs asked for.
+            metrics.shown(f"{request.method} {route.path}", step)
         if fresh:
             response.set_cookie(COOKIE, request.state.buyer, httponly=True, samesite="lax")
         return response
@@ -240,6 +247,10 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
         if order.state == PENDING:
             return go("/pay", steps.PAY)
         return shown(shown_as(order))
+
+    @app.get("/metrics")
+    async def prometheus_metrics() -> Response:
+        return Response(metrics.exposition(), media_type=metrics.CONTENT_TYPE)
 
     @app.get("/healthz")
     async def healthz() -> Dict[str, str]:

@@ -21,6 +21,7 @@ import redis
 import seckill
 from seckill import SaleSpec
 
+from .metrics import MULTIPROC_DIR
 from .settings import Settings
 
 SHOP_DIR = Path(__file__).resolve().parents[1]
@@ -81,9 +82,14 @@ def start_provider(port: int, latency_ms: str = "100", failure_rate: float = 0.0
 
 
 def start_shop(port: int, env: Dict[str, str], workers: int = 4, log: Optional[Path] = None) -> "subprocess.Popen[bytes]":
+    # The workers' metric files (shop/metrics.py), emptied at each start: a new shop's counts
+    # start from zero, as a restarted process's do (Prometheus reads that as a reset).
+    counts = Path(tempfile.mkdtemp(prefix="seckill-shop-metrics-")) if log is None else log.parent / f"metrics-{port}"
+    shutil.rmtree(counts, ignore_errors=True)
+    counts.mkdir(parents=True)
     process = spawn([sys.executable, "-m", "uvicorn", "shop.app:app", "--host", "127.0.0.1", "--port", str(port),
                      "--workers", str(workers), "--log-level", "warning", "--timeout-graceful-shutdown", "2"],
-                    env, log)
+                    {**env, MULTIPROC_DIR: str(counts)}, log)
     wait_for_port(port, "the shop", process=process)
     return process
 
@@ -150,6 +156,7 @@ def main() -> None:
                                   workers=int(env.get("SHOP_WORKERS", "4")), log=logs / "shop.log"))
         print(f"the shop: http://127.0.0.1:{shop_port}/  (sale '{name}' on {target}; orders and logs in {workdir}, "
               "removed on exit unless SHOP_KEEP_DATA=1)", flush=True)
+        print(f"its metrics, for Prometheus: http://127.0.0.1:{shop_port}/metrics", flush=True)
         if exporter:
             print(f"the live sale page: {exporter}", flush=True)
         print("Ctrl-C stops it", flush=True)

@@ -10,7 +10,7 @@ import random
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import httpx
 
@@ -28,6 +28,8 @@ class Told:
     order_id: Optional[str] = None
     #: (request, seconds) of every buy and pay request.
     timings: List[tuple] = field(default_factory=list)
+    #: ("POST /buy" or "POST /pay", the step it answered) of every buy and pay request answered.
+    answers: List[Tuple[str, str]] = field(default_factory=list)
     #: Requests that got no answer within the client's timeout (the shop's deadline + grace).
     hung: List[str] = field(default_factory=list)
     #: Requests that failed to connect or were cut (a shop being restarted): sent again.
@@ -141,6 +143,7 @@ class Crowd:
                 return "gave_up"
             step = reply.headers.get("x-shop-step", f"http {reply.status_code}")
             told.steps.append(step)
+            told.answers.append((f"POST {path}", step))
             if step == "ordered":
                 order = await self._send(told, "GET", "/order")
                 if order is not None:
