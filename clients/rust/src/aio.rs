@@ -440,6 +440,44 @@ macro_rules! impl_async_flash_sale {
     };
 }
 
+/// The settings an async handle passes to its sync twin, the same for both twins.
+macro_rules! impl_handle_settings {
+    ($twin:ident) => {
+        impl $twin {
+            #[doc = concat!("See [`crate::", stringify!($twin), "::with_local_cache`].")]
+            pub fn with_local_cache(self, cache: &crate::SoldOutCache) -> $twin {
+                $twin(self.0.with_local_cache(cache))
+            }
+
+            #[doc = concat!("See [`crate::", stringify!($twin), "::with_retry`].")]
+            pub fn with_retry(self, policy: RetryPolicy) -> $twin {
+                $twin(self.0.with_retry(policy))
+            }
+
+            #[doc = concat!("See [`crate::", stringify!($twin), "::durability`]. On a ")]
+            /// [`ClusterSession`] the concurrent writes to one master share their `WAIT`s.
+            pub fn durability(self, durability: crate::Durability) -> $twin {
+                $twin(self.0.durability(durability))
+            }
+
+            #[doc = concat!("See [`crate::", stringify!($twin), "::read_from_replicas`].")]
+            pub fn read_from_replicas(self, read_from_replicas: bool) -> $twin {
+                $twin(self.0.read_from_replicas(read_from_replicas))
+            }
+
+            #[doc = concat!("See [`crate::", stringify!($twin), "::ack_timeout`].")]
+            pub fn ack_timeout(self, timeout: std::time::Duration) -> $twin {
+                $twin(self.0.ack_timeout(timeout))
+            }
+
+            #[doc = concat!("See [`crate::", stringify!($twin), "::update_ms`].")]
+            pub fn update_ms(self, update_ms: u64) -> $twin {
+                $twin(self.0.update_ms(update_ms))
+            }
+        }
+    };
+}
+
 /// [`crate::Sale`], async.
 pub struct Sale(crate::Sale);
 
@@ -476,37 +514,6 @@ impl Sale {
         ))
     }
 
-    /// See [`crate::Sale::with_local_cache`].
-    pub fn with_local_cache(self, cache: &crate::SoldOutCache) -> Sale {
-        Sale(self.0.with_local_cache(cache))
-    }
-
-    /// See [`crate::Sale::with_retry`].
-    pub fn with_retry(self, policy: RetryPolicy) -> Sale {
-        Sale(self.0.with_retry(policy))
-    }
-
-    /// See [`crate::Sale::durability`]. On a [`ClusterSession`] the concurrent writes to one
-    /// master share their `WAIT`s.
-    pub fn durability(self, durability: crate::Durability) -> Sale {
-        Sale(self.0.durability(durability))
-    }
-
-    /// See [`crate::Sale::read_from_replicas`].
-    pub fn read_from_replicas(self, read_from_replicas: bool) -> Sale {
-        Sale(self.0.read_from_replicas(read_from_replicas))
-    }
-
-    /// See [`crate::Sale::ack_timeout`].
-    pub fn ack_timeout(self, timeout: std::time::Duration) -> Sale {
-        Sale(self.0.ack_timeout(timeout))
-    }
-
-    /// See [`crate::Sale::update_ms`].
-    pub fn update_ms(self, update_ms: u64) -> Sale {
-        Sale(self.0.update_ms(update_ms))
-    }
-
     pub fn key(&self) -> &str {
         self.0.key()
     }
@@ -540,6 +547,7 @@ impl Sale {
 }
 
 impl_async_flash_sale!(Sale);
+impl_handle_settings!(Sale);
 
 /// [`crate::PartitionedSale`], async.
 pub struct PartitionedSale(crate::PartitionedSale);
@@ -588,36 +596,6 @@ impl PartitionedSale {
     /// See [`crate::PartitionedSale::with_seal_ms`].
     pub fn with_seal_ms(self, ms: u64) -> PartitionedSale {
         PartitionedSale(self.0.with_seal_ms(ms))
-    }
-
-    /// See [`crate::PartitionedSale::with_local_cache`].
-    pub fn with_local_cache(self, cache: &crate::SoldOutCache) -> PartitionedSale {
-        PartitionedSale(self.0.with_local_cache(cache))
-    }
-
-    /// See [`crate::PartitionedSale::with_retry`].
-    pub fn with_retry(self, policy: RetryPolicy) -> PartitionedSale {
-        PartitionedSale(self.0.with_retry(policy))
-    }
-
-    /// See [`crate::PartitionedSale::durability`].
-    pub fn durability(self, durability: crate::Durability) -> PartitionedSale {
-        PartitionedSale(self.0.durability(durability))
-    }
-
-    /// See [`crate::PartitionedSale::read_from_replicas`].
-    pub fn read_from_replicas(self, read_from_replicas: bool) -> PartitionedSale {
-        PartitionedSale(self.0.read_from_replicas(read_from_replicas))
-    }
-
-    /// See [`crate::PartitionedSale::ack_timeout`].
-    pub fn ack_timeout(self, timeout: std::time::Duration) -> PartitionedSale {
-        PartitionedSale(self.0.ack_timeout(timeout))
-    }
-
-    /// See [`crate::Sale::update_ms`].
-    pub fn update_ms(self, update_ms: u64) -> PartitionedSale {
-        PartitionedSale(self.0.update_ms(update_ms))
     }
 
     pub fn name(&self) -> &str {
@@ -679,3 +657,4 @@ impl PartitionedSale {
 }
 
 impl_async_flash_sale!(PartitionedSale);
+impl_handle_settings!(PartitionedSale);
