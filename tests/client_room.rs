@@ -403,7 +403,14 @@ fn a_page_shows_a_move_at_most_every_update_ms_and_its_turn_at_once() {
     assert_eq!(FlashSale::admit(&*paced, &mut con, 1).unwrap(), 1);
     let (moved, moved_at) = next(&shown);
     assert_eq!(moved, 5);
-    assert!(moved_at - first_at >= Duration::from_millis(400));
+    // The page's clock is read when it yields, this thread's a little after (later still if it
+    // is preempted there): 100 ms of slack. Shown unheld, a move comes within a read or two
+    // (50 ms each).
+    assert!(
+        moved_at - first_at >= Duration::from_millis(300),
+        "{:?}",
+        moved_at - first_at
+    );
     assert_eq!(FlashSale::admit(&*paced, &mut con, 5).unwrap(), 5);
     assert_eq!(next(&shown).0, 0);
     thread.join().unwrap();
