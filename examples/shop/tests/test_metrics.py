@@ -1,22 +1,30 @@
 """The shop's ``/metrics`` read by a real Prometheus (Debian's ``prometheus``) while buyers go
 through the whole flow on a shop of two uvicorn workers: the pages Prometheus counts are the
 pages the buyers were shown, and the purchases it counts are the shop's orders, though each
-scrape reached one worker."""
+scrape reached one worker; and every panel of the applications' Grafana dashboard
+(monitoring/grafana/seckill-clients-dashboard.json) has data."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
+from typing import List
 
 import httpx
 import redis
 
 import seckill
-from conftest import running_shop, servers
+from conftest import REPO, running_shop, servers
 from prometheus import scraping
 from shop import launch
 from shop.orders import rows
 from test_load import SHOP_ENV, check_books, crowd_buys, spec
+
+
+def dashboard_queries() -> List[str]:
+    dashboard = json.loads((REPO / "monitoring/grafana/seckill-clients-dashboard.json").read_text())
+    return [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
 
 
 def test_prometheus_counts_the_pages_buyers_were_shown_and_the_shops_purchases(server):
@@ -46,4 +54,7 @@ def test_prometheus_counts_the_pages_buyers_were_shown_and_the_shops_purchases(s
         timed = 'sum(seckill_client_call_duration_seconds_count{operation="try_buy"})'
         calls = 'sum(seckill_client_calls_total{operation="try_buy"})'
         assert prometheus.by(timed) == prometheus.by(calls)
+        for query in dashboard_queries():
+            # Rates need two scrapes of a counter in their window.
+            servers.wait_until(lambda: prometheus.query(query), f"data for the dashboard's {query}", timeout=30)
         print(f"\n{buyers} buyers, {stock} units: {counts}; pages shown {shown}; {orders} purchases")
