@@ -59,6 +59,8 @@ def test_make_shop_serves_the_shop_and_ctrl_c_stops_all_it_started(cluster, tmp_
         page = httpx.get(url)
         assert page.status_code == 200 and page.headers["x-shop-step"] == "product"
         assert 'id="countdown"' in page.text
+        assert httpx.get(url + "metrics").status_code == 200
+        assert any(line.startswith(f"its metrics, for Prometheus: {url}metrics") for line in printed), printed
         exporter = f"http://127.0.0.1:{ports['SHOP_EXPORTER_PORT']}/"
         assert f'href="{exporter}"' in page.text
         servers.wait_until(lambda: listening(ports["SHOP_EXPORTER_PORT"]), "the exporter")
