@@ -272,12 +272,8 @@ fn wait_for_turn_follows_the_event_stream_not_the_server() {
     let server = Server::start();
     let mut con = server.con();
     let spec = SaleSpec::new(10, 1).queue(room(None)).events(None);
-    // Every move shown (by default a page shows one at most every 3 s).
-    let sale = std::sync::Arc::new(
-        Sale::replace(&mut con, "room:wait", &spec)
-            .unwrap()
-            .update_ms(1),
-    );
+    // Without update_ms: every move shown.
+    let sale = std::sync::Arc::new(Sale::replace(&mut con, "room:wait", &spec).unwrap());
     for user in ["a", "b", "c", "d", "e"] {
         FlashSale::join(&*sale, &mut con, user).unwrap();
     }
@@ -436,11 +432,9 @@ fn wait_for_turn_async_many_waiters_at_a_rate() {
             .queue(queue)
             .events(None);
         let sale = std::sync::Arc::new(
-            // A move shown every 100 ms at most: admissions come every 200 ms.
             aio::Sale::replace(&mut con, "room:wait-async", &spec)
                 .await
-                .unwrap()
-                .update_ms(100),
+                .unwrap(),
         );
         let before = seckill_harness::command_calls(&mut server.con(), "seckill.position");
         let mut waiters = Vec::new();

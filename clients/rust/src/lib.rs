@@ -97,4 +97,4 @@ pub use sale::Sale;
 pub use session::{ClusterSession, Session};
 pub use spec::{QueueSpec, SaleSpec};
 pub use tracking::SoldOutCache;
-pub use waiting::{DEFAULT_RESYNC_MS, DEFAULT_UPDATE_MS, Turns};
+pub use waiting::{DEFAULT_RESYNC_MS, Turns};

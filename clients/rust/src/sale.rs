@@ -147,11 +147,13 @@ impl Sale {
     }
 
     /// How often [`Sale::wait_for_turn`] yields a mere move of a waiter's number, at most (ms;
-    /// default [`crate::DEFAULT_UPDATE_MS`], 3 000, as Python's `update_ms`): everyone moves up
-    /// at each admission, and a page need not redraw for each. Its turn, a sell-out, its first
-    /// place and the draw at START come at once. 0 is refused when a wait starts.
+    /// Python's `update_ms`): everyone moves up at each admission, and a page need not redraw
+    /// for each. Its turn, a sell-out, its first place and the draw at START still come at
+    /// once. Without it every move is yielded (as this crate always did; Python's default is
+    /// 3 000, which saves its event loop a wake per page and admission: here a turn wakes the
+    /// room's pages whatever this says). 0 is refused when a wait starts.
     pub fn update_ms(mut self, update_ms: u64) -> Sale {
-        self.rooms.update = Duration::from_millis(update_ms);
+        self.rooms.update = Some(Duration::from_millis(update_ms));
         self
     }
 
@@ -187,8 +189,8 @@ impl Sale {
     }
 
     /// Joins `user` to the sale's waiting room and yields its [`crate::Place`] each time its
-    /// number changes (a mere move at most every [`Sale::update_ms`], 3 s by default), ending
-    /// with 0 (its turn: buy within the window, yielded at once) or -1 (sold out). Before
+    /// number changes (a mere move at most every [`Sale::update_ms`] when set), ending with 0
+    /// (its turn: buy within the window, yielded at once) or -1 (sold out). Before
     /// START the number is how many wait (`drawn` false). Built on the sale's event stream (a
     /// sale made with events; [`Error::InvalidArgument`] otherwise), read for every waiter of
     /// this handle by one of them at a time (a non-blocking `XREAD` every 50 ms): a waiter

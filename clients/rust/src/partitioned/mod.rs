@@ -182,7 +182,7 @@ impl PartitionedSale {
 
     /// See [`crate::Sale::update_ms`].
     pub fn update_ms(mut self, update_ms: u64) -> PartitionedSale {
-        self.rooms.update = Duration::from_millis(update_ms);
+        self.rooms.update = Some(Duration::from_millis(update_ms));
         self
     }
 

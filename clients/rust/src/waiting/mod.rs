@@ -12,8 +12,8 @@
 //! sell-out, a waiter dropped or not in the room, `resync_ms` without an entry, and before
 //! START every `resync_ms`. With PRESENCE the
 //! waiters join again at a third of it. A page dropped before its turn leaves the room. A page
-//! shows a mere move of its number at most every `update_ms` ([`notice`]); the room wakes its
-//! pages for moves at most that often, and at once for a turn or the server's answer.
+//! given an `update_ms` shows a mere move of its number at most that often ([`notice`]), and the
+//! room wakes its pages for moves at most that often, at once for a turn or the server's answer.
 
 mod follower;
 mod notice;
@@ -24,7 +24,6 @@ use crate::info::{Place, SaleEvent, parse_fields};
 use crate::key;
 use crate::link::Link;
 use follower::Follower;
-pub use notice::DEFAULT_UPDATE_MS;
 use notice::{Show, Shown};
 use redis::{Value, cmd};
 use std::collections::HashMap;
@@ -47,19 +46,12 @@ const WAKE_EVERY: Duration = Duration::from_secs(1);
 const ASK_BATCH: usize = 500;
 
 /// The rooms a sale handle's pages share, one per sale key.
+#[derive(Default)]
 pub(crate) struct Rooms {
     open: Mutex<HashMap<String, Arc<Shared>>>,
-    /// How often a page shows a mere move of its number, at most (`update_ms`).
-    pub(crate) update: Duration,
-}
-
-impl Default for Rooms {
-    fn default() -> Self {
-        Rooms {
-            open: Mutex::default(),
-            update: Duration::from_millis(DEFAULT_UPDATE_MS),
-        }
-    }
+    /// How often a page shows a mere move of its number, at most (`update_ms`); None: every
+    /// move, as the crate always did.
+    pub(crate) update: Option<Duration>,
 }
 
 /// One room's reader, shared by its pages.
@@ -117,6 +109,11 @@ impl<'a> Room<'a> {
         }
     }
 
+    /// How long a page holds a mere move back: zero without an `update_ms` (every move shown).
+    fn update(&self) -> Duration {
+        self.rooms().update.unwrap_or(Duration::ZERO)
+    }
+
     /// The room's reader (made, from the sale's settings, if none runs), with a page of
     /// `user` added to it.
     async fn enter<L: Link>(
@@ -131,8 +128,8 @@ impl<'a> Room<'a> {
                 "resync_ms must be at least 1".into(),
             ));
         }
-        let update = self.rooms().update;
-        if update.is_zero() {
+        let update = self.update();
+        if self.rooms().update.is_some_and(|u| u.is_zero()) {
             return Err(Error::InvalidArgument(
                 "update_ms must be at least 1".into(),
             ));
@@ -218,7 +215,7 @@ impl<'a> Room<'a> {
         if shown.is_none() {
             join(link, shared, user).await?;
         }
-        let update = self.rooms().update;
+        let update = self.update();
         loop {
             let now = Instant::now();
             let (seen, read, nap) = {

@@ -1,15 +1,10 @@
 //! When a waiting page shows a new place: its turn, a sell-out, its first place and the draw at
 //! once; a mere move of its number (everyone moves up at each admission) at most every
-//! `update_ms`, so a page costs a notice every few seconds, not one per admission (Python's
-//! `update_ms`, whose reader wakes its waiters for moves at most that often). Pure: the caller
-//! gives the clock.
+//! `update` (Python's `update_ms`, whose reader wakes its waiters for moves at most that
+//! often; zero: every move). Pure: the caller gives the clock.
 
 use crate::info::Place;
 use std::time::{Duration, Instant};
-
-/// How often a page shows a mere move of its number, at most, by default (ms): Python's
-/// `DEFAULT_UPDATE_MS`.
-pub const DEFAULT_UPDATE_MS: u64 = 3_000;
 
 /// What a page last showed, and when.
 #[derive(Clone, Copy, Debug)]
