@@ -565,10 +565,7 @@ impl<C: redis::ConnectionLike> Iterator for Turns<'_, C> {
         });
         self.finished = next.as_ref().is_ok_and(|p| p.position <= 0) || next.is_err();
         if let Ok(place) = next {
-            self.shown = Some(Shown {
-                place,
-                at: Instant::now(),
-            });
+            self.shown = Some(Shown::now(place));
         }
         Some(next)
     }
@@ -611,11 +608,7 @@ pub(crate) fn stream<'a, C: redis::aio::ConnectionLike + Send + 'static>(
             let next = page.next(resync, shown_before).await;
             let finished = next.as_ref().is_ok_and(|p| p.position <= 0) || next.is_err();
             page.done = next.as_ref().is_ok_and(|p| p.position <= 0);
-            let shown = next.as_ref().ok().map(|&place| Shown {
-                place,
-                at: Instant::now(),
-            });
-            let shown = shown.or(shown_before);
+            let shown = next.as_ref().ok().copied().map(Shown::now).or(shown_before);
             Some((next, (page, shown, finished)))
         },
     )

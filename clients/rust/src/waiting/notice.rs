@@ -13,6 +13,16 @@ pub(crate) struct Shown {
     pub at: Instant,
 }
 
+impl Shown {
+    /// `place`, shown now (a page stamps each place it yields).
+    pub fn now(place: Place) -> Shown {
+        Shown {
+            place,
+            at: Instant::now(),
+        }
+    }
+}
+
 /// Whether a page shows its current place.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Show {
