@@ -84,9 +84,12 @@ def start_provider(port: int, latency_ms: str = "100", failure_rate: float = 0.0
 def start_shop(port: int, env: Dict[str, str], workers: int = 4, log: Optional[Path] = None) -> "subprocess.Popen[bytes]":
     # The workers' metric files (shop/metrics.py), emptied at each start: a new shop's counts
     # start from zero, as a restarted process's do (Prometheus reads that as a reset).
-    counts = Path(tempfile.mkdtemp(prefix="seckill-shop-metrics-")) if log is None else log.parent / f"metrics-{port}"
-    shutil.rmtree(counts, ignore_errors=True)
-    counts.mkdir(parents=True)
+    if log is None:
+        counts = Path(tempfile.mkdtemp(prefix="seckill-shop-metrics-"))
+    else:
+        counts = log.parent / f"metrics-{port}"
+        shutil.rmtree(counts, ignore_errors=True)
+        counts.mkdir(parents=True)
     process = spawn([sys.executable, "-m", "uvicorn", "shop.app:app", "--host", "127.0.0.1", "--port", str(port),
                      "--workers", str(workers), "--log-level", "warning", "--timeout-graceful-shutdown", "2"],
                     {**env, MULTIPROC_DIR: str(counts)}, log)
